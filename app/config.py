@@ -1,0 +1,198 @@
+"""The one settings object: the only reader of the environment (SPEC §1)."""
+
+from __future__ import annotations
+
+import ipaddress
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_DATA_DIR = Path(".quiver")
+
+
+class SkillMode(StrEnum):
+    PROGRESSIVE = "progressive"
+    INLINE = "inline"
+
+
+class ToolMode(StrEnum):
+    PROGRESSIVE = "progressive"
+    LEGACY = "legacy"
+
+
+class SelectionStrategy(StrEnum):
+    LEXICAL = "lexical"
+    LLM = "llm"
+
+
+def _seed(name: str) -> AliasChoices:
+    """Accept both `NAME` (the spelling gateway users know) and `QUIVER_NAME`."""
+    return AliasChoices(f"QUIVER_{name}", name)
+
+
+def _csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="QUIVER_",
+        extra="ignore",
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+    # --- the six seed variables (both spellings) ---
+    skill_tool_mode: SkillMode = Field(SkillMode.PROGRESSIVE, validation_alias=_seed("SKILL_TOOL_MODE"))
+    connector_tool_mode: ToolMode = Field(
+        ToolMode.PROGRESSIVE, validation_alias=_seed("CONNECTOR_TOOL_MODE")
+    )
+    database_tool_mode: ToolMode = Field(
+        ToolMode.PROGRESSIVE, validation_alias=_seed("DATABASE_TOOL_MODE")
+    )
+    mcp_tool_mode: ToolMode = Field(ToolMode.PROGRESSIVE, validation_alias=_seed("MCP_TOOL_MODE"))
+    tool_selection_threshold: int = Field(
+        12, ge=1, validation_alias=_seed("REACT_TOOL_SELECTION_THRESHOLD")
+    )
+    tool_selection_max: int = Field(6, ge=1, validation_alias=_seed("REACT_TOOL_SELECTION_MAX"))
+
+    # --- storage and secrets ---
+    data_dir: Path = DEFAULT_DATA_DIR
+    database_url: str = ""
+    """Empty means the embedded default: a SQLite file under `data_dir`."""
+    secret_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    """Comma-separated Fernet keys: the first encrypts, all decrypt."""
+    admin_token: SecretStr | None = None
+
+    # --- LLM ---
+    llm_base_url: str = ""
+    llm_api_key: SecretStr | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_timeout_s: float = Field(120.0, gt=0)
+    llm_max_retries: int = Field(3, ge=0, le=10)
+    llm_context_tokens: int = Field(128_000, ge=1024)
+    llm_output_reserve_tokens: int = Field(4_096, ge=0)
+    tool_selection_strategy: SelectionStrategy = SelectionStrategy.LEXICAL
+
+    # --- safety ---
+    mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    egress_allow_cidrs: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    tool_timeout_s: float = Field(60.0, gt=0)
+    http_timeout_s: float = Field(30.0, gt=0)
+    http_max_response_bytes: int = Field(2_000_000, ge=1024)
+    mcp_connect_timeout_s: float = Field(20.0, gt=0)
+    mcp_call_timeout_s: float = Field(60.0, gt=0)
+    mcp_tools_ttl_s: float = Field(3600.0, gt=0)
+
+    # --- server ---
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    log_level: str = "INFO"
+    sse_ping_s: float = Field(15.0, gt=0)
+
+    @field_validator("secret_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        return _csv(value)
+
+    @field_validator("mcp_stdio_commands", "egress_allow_cidrs", mode="before")
+    @classmethod
+    def _split_list(cls, value: object) -> object:
+        return _csv(value)
+
+    @field_validator("egress_allow_cidrs")
+    @classmethod
+    def _check_cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"not a CIDR network: {cidr!r}") from exc
+        return value
+
+    @field_validator("secret_keys")
+    @classmethod
+    def _check_keys(cls, value: list[SecretStr]) -> list[SecretStr]:
+        from cryptography.fernet import Fernet
+
+        for i, key in enumerate(value):
+            try:
+                Fernet(key.get_secret_value())
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"key #{i + 1} is not a valid Fernet key") from exc
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        allowed = ("postgresql", "sqlite")
+        if value and not value.split(":", 1)[0].split("+", 1)[0] in allowed:
+            raise ValueError("must be a postgresql:// or sqlite:// URL")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_level(cls, value: str) -> str:
+        if value.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return value.upper()
+
+    @cached_property
+    def async_database_url(self) -> str:
+        """The SQLAlchemy async URL: asyncpg for Postgres, aiosqlite for SQLite."""
+        url = self.database_url or f"sqlite:///{(self.data_dir / 'quiver.db').resolve()}"
+        scheme, rest = url.split(":", 1)
+        base = scheme.split("+", 1)[0]
+        if base in ("postgresql", "postgres"):
+            return f"postgresql+asyncpg:{rest}"
+        return f"sqlite+aiosqlite:{rest}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.async_database_url.startswith("sqlite")
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.llm_base_url)
+
+
+class ConfigError(Exception):
+    """Start-up configuration is invalid; the message names the variable."""
+
+
+def load_settings() -> Settings:
+    """Read the environment once; turn validation errors into a message naming the variable."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else "?"
+            lines.append(f"{_env_name(field)}: {err['msg']}")
+        raise ConfigError("invalid configuration: " + "; ".join(lines)) from exc
+
+
+_SEED_NAMES = {
+    "skill_tool_mode": "SKILL_TOOL_MODE",
+    "connector_tool_mode": "CONNECTOR_TOOL_MODE",
+    "database_tool_mode": "DATABASE_TOOL_MODE",
+    "mcp_tool_mode": "MCP_TOOL_MODE",
+    "tool_selection_threshold": "REACT_TOOL_SELECTION_THRESHOLD",
+    "tool_selection_max": "REACT_TOOL_SELECTION_MAX",
+}
+
+
+def _env_name(field: str) -> str:
+    bare = field.upper().removeprefix("QUIVER_")
+    seed = _SEED_NAMES.get(bare.lower(), bare if bare in _SEED_NAMES.values() else None)
+    if seed:
+        return f"{seed} (or QUIVER_{seed})"
+    return f"QUIVER_{bare}"

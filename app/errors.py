@@ -1,0 +1,82 @@
+"""One error hierarchy, mapped to HTTP in one place: `{"error": "<Kind>", "detail": "..."}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+
+class QuiverError(Exception):
+    status_code = 400
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status_code is not None:
+            self.status_code = status_code
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+class NotFound(QuiverError):
+    status_code = 404
+
+
+class Conflict(QuiverError):
+    status_code = 409
+
+
+class Invalid(QuiverError):
+    status_code = 422
+
+
+class Unauthorized(QuiverError):
+    status_code = 401
+
+
+class Forbidden(QuiverError):
+    status_code = 403
+
+
+class Upstream(QuiverError):
+    status_code = 502
+
+
+class Unavailable(QuiverError):
+    status_code = 503
+
+
+def error_body(kind: str, detail: str) -> dict[str, str]:
+    return {"error": kind, "detail": detail}
+
+
+def _format_validation(errors: list[Any]) -> str:
+    parts = []
+    for err in errors:
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        where = ".".join(loc) or "body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(QuiverError)
+    async def _quiver(_: Request, exc: QuiverError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return JSONResponse(error_body(exc.kind, exc.message), exc.status_code, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(error_body("Invalid", _format_validation(list(exc.errors()))), 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kinds = {404: "NotFound", 405: "MethodNotAllowed", 401: "Unauthorized", 403: "Forbidden"}
+        kind = kinds.get(exc.status_code, "HTTPError")
+        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code)

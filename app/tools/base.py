@@ -1,0 +1,91 @@
+"""The tool abstraction every source implements (STYLE rule 7).
+
+A *source* (skills, connectors, databases, MCP servers, built-ins, meta-tools) exposes
+`list_tools()` and `call_tool()`. Cross-cutting behaviour (profiles, prefixes, caps,
+selection) wraps a source instead of branching inside it. Tool failures are values:
+`ToolResult.fail(...)`, never exceptions that reach the loop.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+JsonSchema = dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolDef:
+    """A tool exactly as the model receives it (OpenAI function-calling shape)."""
+
+    name: str
+    description: str
+    parameters: JsonSchema = field(default_factory=lambda: {"type": "object", "properties": {}})
+    kind: str = "builtin"
+    """Resource kind: builtin | skill | connector | database | mcp | meta."""
+    target: str = ""
+    """Progress-tracker step id prefix, e.g. `connector:jira/create_issue`."""
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResult:
+    """What the model sees after a tool call. `output` is always a string for the model."""
+
+    ok: bool
+    output: str = ""
+    error: str | None = None
+    retryable: bool = False
+    step: str | None = None
+    """Step id for the progress tracker (e.g. `mcp:github/search`); defaults to the tool name."""
+    loaded_tools: tuple[str, ...] = ()
+    """Names `request_tools` added to the active set."""
+
+    @classmethod
+    def success(cls, output: str, *, step: str | None = None) -> ToolResult:
+        return cls(ok=True, output=output, step=step)
+
+    @classmethod
+    def fail(cls, error: str, *, retryable: bool = False, step: str | None = None) -> ToolResult:
+        return cls(ok=False, error=error, retryable=retryable, step=step)
+
+    @property
+    def text(self) -> str:
+        """The observation the model reads."""
+        return self.output if self.ok else f"Error: {self.error}"
+
+
+@dataclass(kw_only=True)
+class CallContext:
+    """Per-call context handed to sources; extended by the run (ids for audit rows)."""
+
+    run_id: str | None = None
+    agent_id: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Toolset(abc.ABC):
+    """A source of tools."""
+
+    @abc.abstractmethod
+    def list_tools(self) -> Mapping[str, ToolDef]: ...
+
+    @abc.abstractmethod
+    async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult: ...
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release resources; most sources hold none."""
+
+
+ToolKind = Literal["builtin", "skill", "connector", "database", "mcp", "meta"]
