@@ -49,7 +49,9 @@ class Settings(BaseSettings):
     )
 
     # --- the six seed variables (both spellings) ---
-    skill_tool_mode: SkillMode = Field(SkillMode.PROGRESSIVE, validation_alias=_seed("SKILL_TOOL_MODE"))
+    skill_tool_mode: SkillMode = Field(
+        SkillMode.PROGRESSIVE, validation_alias=_seed("SKILL_TOOL_MODE")
+    )
     connector_tool_mode: ToolMode = Field(
         ToolMode.PROGRESSIVE, validation_alias=_seed("CONNECTOR_TOOL_MODE")
     )
@@ -132,7 +134,7 @@ class Settings(BaseSettings):
     @classmethod
     def _check_url(cls, value: str) -> str:
         allowed = ("postgresql", "sqlite")
-        if value and not value.split(":", 1)[0].split("+", 1)[0] in allowed:
+        if value and value.split(":", 1)[0].split("+", 1)[0] not in allowed:
             raise ValueError("must be a postgresql:// or sqlite:// URL")
         return value
 

@@ -17,9 +17,7 @@ def _link(table: str, column: str, target: str) -> Table:
     return Table(
         table,
         Base.metadata,
-        Column(
-            "agent_id", Uuid, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
-        ),
+        Column("agent_id", Uuid, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
         Column(column, Uuid, ForeignKey(f"{target}.id", ondelete="CASCADE"), primary_key=True),
     )
 

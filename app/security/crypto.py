@@ -18,6 +18,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
 from app.config import Settings
+from app.security.redact import register_secret, register_secrets
 
 _KEY_FILE = "secret.key"
 _keyring: MultiFernet | None = None
@@ -63,7 +64,9 @@ def decrypt(token: str) -> str:
     try:
         return _ring().decrypt(token.encode()).decode()
     except InvalidToken as exc:
-        raise SecretsUnavailable("stored secret cannot be decrypted with the configured keys") from exc
+        raise SecretsUnavailable(
+            "stored secret cannot be decrypted with the configured keys"
+        ) from exc
 
 
 def rotate(token: str) -> str:
@@ -78,10 +81,17 @@ class EncryptedStr(TypeDecorator[str]):
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        return None if value is None else encrypt(value)
+        if value is None:
+            return None
+        register_secret(value)
+        return encrypt(value)
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
-        return None if value is None else decrypt(value)
+        if value is None:
+            return None
+        plain = decrypt(value)
+        register_secret(plain)
+        return plain
 
 
 class EncryptedJSON(TypeDecorator[Any]):
@@ -91,7 +101,14 @@ class EncryptedJSON(TypeDecorator[Any]):
     cache_ok = True
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
-        return None if value is None else encrypt(json.dumps(value, separators=(",", ":")))
+        if value is None:
+            return None
+        register_secrets(value)
+        return encrypt(json.dumps(value, separators=(",", ":")))
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
-        return None if value is None else json.loads(decrypt(value))
+        if value is None:
+            return None
+        plain = json.loads(decrypt(value))
+        register_secrets(plain)
+        return plain

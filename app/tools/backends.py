@@ -30,7 +30,9 @@ class ConnectorBackend(Protocol):
 
 
 class DatabaseBackend(Protocol):
-    async def query(self, database: DatabaseConnector, sql: str, ctx: CallContext) -> ToolResult: ...
+    async def query(
+        self, database: DatabaseConnector, sql: str, ctx: CallContext
+    ) -> ToolResult: ...
 
 
 class McpBackend(Protocol):

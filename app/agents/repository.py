@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy.orm import selectinload
+from sqlalchemy.orm.interfaces import ORMOption
+
+from app.agents.models import Agent
+from app.connectors.models import Connector
+from app.kit.repository import RepositoryBase
+
+
+class AgentRepository(RepositoryBase[Agent]):
+    """Every read eager-loads what the pipeline needs (connectors with their actions)."""
+
+    model = Agent
+
+    def _options(self) -> Sequence[ORMOption]:
+        return (
+            selectinload(Agent.connectors).selectinload(Connector.actions),
+            selectinload(Agent.databases),
+            selectinload(Agent.mcp_servers),
+            selectinload(Agent.skills),
+        )

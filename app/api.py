@@ -1,0 +1,31 @@
+"""Every domain router under /api/v1; admin routers share the AdminKey dependency."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.agents.router import router as agents_router
+from app.apikeys.router import router as apikeys_router
+from app.connectors.router import router as connectors_router
+from app.conventions.router import router as conventions_router
+from app.databases.router import router as databases_router
+from app.mcp.router import router as mcp_router
+from app.security.auth import AdminKey
+from app.skills.router import router as skills_router
+
+ADMIN_ROUTERS = (
+    agents_router,
+    connectors_router,
+    databases_router,
+    mcp_router,
+    skills_router,
+    conventions_router,
+    apikeys_router,
+)
+
+
+def build_api_router() -> APIRouter:
+    api = APIRouter(prefix="/api/v1")
+    for router in ADMIN_ROUTERS:
+        api.include_router(router, dependencies=[AdminKey])
+    return api

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import hashlib
+import secrets as pysecrets
+import uuid
+from datetime import timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.apikeys.models import ApiKey
+from app.apikeys.repository import ApiKeyRepository
+from app.apikeys.schemas import ApiKeyCreate, ApiKeyUpdate
+from app.db.base import utcnow
+from app.kit.crud import CrudService
+
+KEY_PREFIX = "qv_"
+_TOUCH_EVERY = timedelta(seconds=60)
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def generate_key() -> str:
+    return KEY_PREFIX + pysecrets.token_urlsafe(32)
+
+
+class ApiKeyService(CrudService[ApiKey]):
+    repository = ApiKeyRepository
+    label = "api key"
+    unique_name = False
+
+    async def create(self, session: AsyncSession, data: ApiKeyCreate) -> tuple[ApiKey, str]:
+        key = generate_key()
+        row = await self.add_key(
+            session, key, name=data.name, scopes=list(dict.fromkeys(data.scopes))
+        )
+        return row, key
+
+    async def add_key(
+        self, session: AsyncSession, key: str, *, name: str, scopes: list[str]
+    ) -> ApiKey:
+        row = ApiKey(name=name, key_hash=hash_key(key), prefix=key[:8], scopes=scopes)
+        return await self.save(session, row)
+
+    async def update(self, session: AsyncSession, id: uuid.UUID, data: ApiKeyUpdate) -> ApiKey:
+        row = await self.get(session, id)
+        self.apply(row, data)
+        return await self.save(session, row)
+
+    async def revoke(self, session: AsyncSession, id: uuid.UUID) -> None:
+        row = await self.get(session, id)
+        if row.revoked_at is None:
+            row.revoked_at = utcnow()
+        await session.flush()
+
+    async def authenticate(self, session: AsyncSession, key: str) -> ApiKey | None:
+        row = await ApiKeyRepository(session).get_active_by_hash(hash_key(key))
+        if row is not None:
+            now = utcnow()
+            last = row.last_used_at
+            if last is None or now - last.replace(tzinfo=now.tzinfo) > _TOUCH_EVERY:
+                row.last_used_at = now
+        return row
+
+    async def seed_admin(self, session: AsyncSession, token: str | None) -> str | None:
+        """Ensure an admin key exists. Returns a newly generated key (to print once) or None."""
+        repo = ApiKeyRepository(session)
+        if token:
+            if await repo.get_by(key_hash=hash_key(token)) is None:
+                await self.add_key(
+                    session, token, name="admin (QUIVER_ADMIN_TOKEN)", scopes=["admin"]
+                )
+            return None
+        if await repo.count_active_admin() > 0:
+            return None
+        key = generate_key()
+        await self.add_key(session, key, name="admin (generated at first start)", scopes=["admin"])
+        return key
+
+
+api_key_service = ApiKeyService()

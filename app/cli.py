@@ -1,0 +1,113 @@
+"""`quiver` command line: serve, migrate, create-key, rotate-secrets."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from app.config import ConfigError, Settings, load_settings
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.db.migrate import upgrade
+    from app.main import create_app
+    from app.ops.logging import configure_logging
+
+    configure_logging(settings.log_level)
+    upgrade(settings)
+    uvicorn.run(
+        create_app(settings),
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        log_config=None,
+        proxy_headers=True,
+    )
+    return 0
+
+
+def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from app.db.migrate import downgrade, upgrade
+
+    if args.down:
+        downgrade(settings, args.revision or "base")
+    else:
+        upgrade(settings, args.revision or "head")
+    _out("migrations applied")
+    return 0
+
+
+async def _create_key(settings: Settings, name: str, scopes: list[str]) -> str:
+    from app.apikeys.schemas import ApiKeyCreate
+    from app.apikeys.service import api_key_service
+    from app.db.engine import create_engine, create_sessionmaker
+
+    engine = create_engine(settings)
+    try:
+        async with create_sessionmaker(engine)() as session:
+            _, key = await api_key_service.create(
+                session, ApiKeyCreate.model_validate({"name": name, "scopes": scopes})
+            )
+            await session.commit()
+            return key
+    finally:
+        await engine.dispose()
+
+
+def cmd_create_key(settings: Settings, args: argparse.Namespace) -> int:
+    from app.db.migrate import upgrade
+
+    upgrade(settings)
+    key = asyncio.run(_create_key(settings, args.name, args.scope or ["chat"]))
+    _out(key)
+    return 0
+
+
+def cmd_rotate_secrets(settings: Settings, args: argparse.Namespace) -> int:
+    from app.security.rotate import rotate_all
+
+    counts = asyncio.run(rotate_all(settings))
+    _out("re-encrypted under the first key: " + ", ".join(f"{t}={n}" for t, n in counts.items()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="quiver", description="Quiver tool gateway")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="apply migrations, then serve the API")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=cmd_serve)
+    migrate = sub.add_parser("migrate", help="apply (or with --down revert) migrations")
+    migrate.add_argument("--down", action="store_true")
+    migrate.add_argument("--revision")
+    migrate.set_defaults(func=cmd_migrate)
+    key = sub.add_parser("create-key", help="create an API key and print it once")
+    key.add_argument("--name", default="cli")
+    key.add_argument("--scope", action="append", choices=["admin", "chat"])
+    key.set_defaults(func=cmd_create_key)
+    rotate = sub.add_parser("rotate-secrets", help="re-encrypt every secret under the first key")
+    rotate.set_defaults(func=cmd_rotate_secrets)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        sys.stderr.write(f"quiver: {exc}\n")
+        return 2
+    result: int = args.func(settings, args)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

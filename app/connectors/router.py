@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, status
+
+from app.connectors.schemas import (
+    ActionCreate,
+    ActionRead,
+    ActionUpdate,
+    ConnectorCreate,
+    ConnectorRead,
+    ConnectorUpdate,
+)
+from app.connectors.service import connector_service as service
+from app.db.session import SessionDep
+from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
+
+router = APIRouter(prefix="/connectors", tags=["connectors"])
+add_crud_routes(
+    router, service=service, create=ConnectorCreate, update=ConnectorUpdate, read=ConnectorRead
+)
+
+
+@router.get("/{id}/actions", response_model=list[ActionRead], responses=ERROR_RESPONSES)
+async def list_actions(id: uuid.UUID, session: SessionDep) -> Any:
+    """List a connector's actions."""
+    return (await service.get(session, id)).actions
+
+
+@router.post(
+    "/{id}/actions",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ActionRead,
+    responses=ERROR_RESPONSES,
+)
+async def add_action(id: uuid.UUID, body: ActionCreate, session: SessionDep) -> Any:
+    """Add an action to a connector."""
+    return await service.add_action(session, id, body)
+
+
+@router.get("/{id}/actions/{name}", response_model=ActionRead, responses=ERROR_RESPONSES)
+async def get_action(id: uuid.UUID, name: str, session: SessionDep) -> Any:
+    """Get one action."""
+    return service.find_action(await service.get(session, id), name)
+
+
+@router.patch("/{id}/actions/{name}", response_model=ActionRead, responses=ERROR_RESPONSES)
+async def update_action(id: uuid.UUID, name: str, body: ActionUpdate, session: SessionDep) -> Any:
+    """Update an action (partial)."""
+    return await service.update_action(session, id, name, body)
+
+
+@router.delete(
+    "/{id}/actions/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=ERROR_RESPONSES
+)
+async def delete_action(id: uuid.UUID, name: str, session: SessionDep) -> None:
+    """Delete an action."""
+    await service.delete_action(session, id, name)

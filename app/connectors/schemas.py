@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints, field_validator, model_validator
+
+from app.kit.schemas import ReadSchema, Schema, ShortText, Slug
+
+AuthType = Literal["none", "bearer", "api_key", "basic"]
+Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+Location = Literal["path", "query", "header", "body"]
+BaseUrl = Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$", max_length=2048)]
+ActionPath = Annotated[str, StringConstraints(pattern=r"^/[^\s]*$", max_length=2048)]
+_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+_REQUIRED_CREDENTIALS: dict[str, set[str]] = {
+    "none": set(),
+    "bearer": {"token"},
+    "api_key": {"api_key"},
+    "basic": {"username", "password"},
+}
+
+
+class AuthConfig(Schema):
+    header_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,128}$")] | None = None
+    token_prefix: Annotated[str, StringConstraints(max_length=64)] | None = None
+    query_param: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,128}$")] | None = None
+
+
+def check_parameters_schema(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    """An action's parameters: a JSON Schema object whose properties may carry `x-location`."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if not schema:
+        schema = {"type": "object", "properties": {}}
+    if schema.get("type", "object") != "object":
+        raise ValueError("parameters must be a JSON Schema with type 'object'")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise ValueError(f"parameters is not a valid JSON Schema: {exc.message}") from exc
+    props = schema.get("properties", {})
+    for name, prop in props.items():
+        loc = prop.get("x-location") if isinstance(prop, dict) else None
+        if loc is not None and loc not in ("path", "query", "header", "body"):
+            raise ValueError(
+                f"parameters.properties.{name}.x-location must be path|query|header|body"
+            )
+    for placeholder in _PLACEHOLDER.findall(path):
+        if placeholder not in props:
+            raise ValueError(f"path placeholder {{{placeholder}}} has no parameter of that name")
+    return schema
+
+
+class ActionCreate(Schema):
+    name: Slug
+    description: ShortText = ""
+    method: Method = "GET"
+    path: ActionPath = "/"
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    body_template: Any | None = None
+    requires_confirmation: bool = False
+
+    @model_validator(mode="after")
+    def _schema(self) -> ActionCreate:
+        self.parameters = check_parameters_schema(self.parameters, self.path)
+        return self
+
+
+class ActionUpdate(Schema):
+    name: Slug | None = None
+    description: ShortText | None = None
+    method: Method | None = None
+    path: ActionPath | None = None
+    parameters: dict[str, Any] | None = None
+    body_template: Any | None = None
+    requires_confirmation: bool | None = None
+
+
+class ActionRead(ReadSchema):
+    name: str
+    description: str
+    method: str
+    path: str
+    parameters: dict[str, Any]
+    body_template: Any | None
+    requires_confirmation: bool
+
+
+def check_credentials(auth_type: str, credentials: dict[str, Any] | None) -> None:
+    if credentials is None:
+        return
+    needed = _REQUIRED_CREDENTIALS[auth_type]
+    missing = needed - set(credentials)
+    extra = set(credentials) - needed
+    if missing:
+        raise ValueError(f"credentials for auth_type {auth_type!r} need {sorted(missing)}")
+    if extra:
+        raise ValueError(f"credentials for auth_type {auth_type!r} do not take {sorted(extra)}")
+
+
+class ConnectorCreate(Schema):
+    name: Slug
+    description: ShortText = ""
+    base_url: BaseUrl
+    auth_type: AuthType = "none"
+    auth_config: AuthConfig = Field(default_factory=AuthConfig)
+    credentials: dict[str, Annotated[str, StringConstraints(max_length=8192)]] | None = None
+    """Secret, write-only: bearer {token}, api_key {api_key}, basic {username, password}."""
+    timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
+    actions: list[ActionCreate] = Field(default_factory=list, max_length=1000)
+
+    @model_validator(mode="after")
+    def _check(self) -> ConnectorCreate:
+        check_credentials(self.auth_type, self.credentials)
+        names = [a.name for a in self.actions]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate action names: {dupes}")
+        return self
+
+
+class ConnectorUpdate(Schema):
+    name: Slug | None = None
+    description: ShortText | None = None
+    base_url: BaseUrl | None = None
+    auth_type: AuthType | None = None
+    auth_config: AuthConfig | None = None
+    credentials: dict[str, Annotated[str, StringConstraints(max_length=8192)]] | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=300)] | None = None
+
+
+class ConnectorRead(ReadSchema):
+    name: str
+    description: str
+    base_url: str
+    auth_type: str
+    auth_config: dict[str, Any]
+    has_credentials: bool
+    timeout_s: float
+    actions: list[ActionRead]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mask(cls, obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return obj
+        fields = (
+            "id",
+            "created_at",
+            "updated_at",
+            "name",
+            "description",
+            "base_url",
+            "auth_type",
+            "auth_config",
+            "timeout_s",
+            "actions",
+        )
+        return {**{k: getattr(obj, k) for k in fields}, "has_credentials": bool(obj.credentials)}
+
+
+class ConnectorImport(Schema):
+    document: dict[str, Any] | Annotated[str, StringConstraints(min_length=1, max_length=5_000_000)]
+    name: Slug | None = None
+    base_url: BaseUrl | None = None
+
+    @field_validator("document")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if isinstance(value, dict) and not value:
+            raise ValueError("document is empty")
+        return value
+
+
+class ActionTestRequest(Schema):
+    parameters: dict[str, Any] = Field(default_factory=dict)

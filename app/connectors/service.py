@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import uuid
+
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.connectors.models import Connector, ConnectorAction
+from app.connectors.repository import ConnectorRepository
+from app.connectors.schemas import (
+    ActionCreate,
+    ActionUpdate,
+    ConnectorCreate,
+    ConnectorUpdate,
+    check_credentials,
+    check_parameters_schema,
+)
+from app.errors import Conflict, Invalid, NotFound
+from app.kit.crud import CrudService
+
+
+def _invalid(exc: ValueError) -> Invalid:
+    return Invalid(str(exc))
+
+
+class ConnectorService(CrudService[Connector]):
+    repository = ConnectorRepository
+    label = "connector"
+
+    async def create(self, session: AsyncSession, data: ConnectorCreate) -> Connector:
+        await self.ensure_name_free(session, data.name)
+        fields = data.model_dump(exclude={"actions", "auth_config"})
+        connector = Connector(
+            **fields,
+            auth_config=data.auth_config.model_dump(exclude_none=True),
+            actions=[ConnectorAction(**a.model_dump()) for a in data.actions],
+        )
+        return await self.save(session, connector)
+
+    async def update(
+        self, session: AsyncSession, id: uuid.UUID, data: ConnectorUpdate
+    ) -> Connector:
+        connector = await self.get(session, id)
+        if data.name is not None:
+            await self.ensure_name_free(session, data.name, current=id)
+        changed = self.apply(connector, data, skip=frozenset({"auth_config"}))
+        if data.auth_config is not None:
+            connector.auth_config = data.auth_config.model_dump(exclude_none=True)
+        if connector.auth_type == "none":
+            connector.credentials = None
+        elif "auth_type" in changed and "credentials" not in changed:
+            raise Invalid(f"credentials: changing auth_type to {connector.auth_type!r} needs them")
+        try:
+            check_credentials(connector.auth_type, connector.credentials)
+        except ValueError as exc:
+            raise _invalid(exc) from exc
+        return await self.save(session, connector)
+
+    # --- actions (sub-resource) ---
+
+    def find_action(self, connector: Connector, name: str) -> ConnectorAction:
+        for action in connector.actions:
+            if action.name == name:
+                return action
+        known = ", ".join(a.name for a in connector.actions) or "none"
+        raise NotFound(f"action {name!r} not found in connector {connector.name!r}; known: {known}")
+
+    async def add_action(
+        self, session: AsyncSession, id: uuid.UUID, data: ActionCreate
+    ) -> ConnectorAction:
+        connector = await self.get(session, id)
+        if any(a.name == data.name for a in connector.actions):
+            raise Conflict(f"connector {connector.name!r} already has an action {data.name!r}")
+        action = ConnectorAction(**data.model_dump())
+        connector.actions.append(action)
+        await self.save(session, connector)
+        return action
+
+    async def update_action(
+        self, session: AsyncSession, id: uuid.UUID, name: str, data: ActionUpdate
+    ) -> ConnectorAction:
+        connector = await self.get(session, id)
+        action = self.find_action(connector, name)
+        renamed = data.name is not None and data.name != name
+        if renamed and any(a.name == data.name for a in connector.actions):
+            raise Conflict(f"connector {connector.name!r} already has an action {data.name!r}")
+        self.apply(action, data)
+        try:
+            ActionCreate.model_validate({k: getattr(action, k) for k in ActionCreate.model_fields})
+            check_parameters_schema(action.parameters, action.path)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise Invalid(f"{'.'.join(map(str, err['loc'])) or 'action'}: {err['msg']}") from exc
+        except ValueError as exc:
+            raise _invalid(exc) from exc
+        await self.save(session, connector)
+        return action
+
+    async def delete_action(self, session: AsyncSession, id: uuid.UUID, name: str) -> None:
+        connector = await self.get(session, id)
+        connector.actions.remove(self.find_action(connector, name))
+        await session.flush()
+
+
+connector_service = ConnectorService()

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import flag_modified
+
+from app.databases.models import DatabaseConnector
+from app.databases.repository import DatabaseRepository
+from app.databases.schemas import DatabaseCreate, DatabaseUpdate, TableUpdate
+from app.errors import Invalid, NotFound
+from app.kit.crud import CrudService
+
+
+def _dialect(url: str) -> str:
+    from app.databases.readonly import dialect_from_url
+
+    try:
+        return dialect_from_url(url)
+    except ValueError as exc:
+        raise Invalid(f"url: {exc}") from exc
+
+
+class DatabaseService(CrudService[DatabaseConnector]):
+    repository = DatabaseRepository
+    label = "database"
+
+    async def create(self, session: AsyncSession, data: DatabaseCreate) -> DatabaseConnector:
+        await self.ensure_name_free(session, data.name)
+        row = DatabaseConnector(**data.model_dump(), dialect=_dialect(data.url))
+        return await self.save(session, row)
+
+    async def update(
+        self, session: AsyncSession, id: uuid.UUID, data: DatabaseUpdate
+    ) -> DatabaseConnector:
+        row = await self.get(session, id)
+        if data.name is not None:
+            await self.ensure_name_free(session, data.name, current=id)
+        if data.url is not None:
+            row.dialect = _dialect(data.url)
+        self.apply(row, data)
+        return await self.save(session, row)
+
+    async def update_table(
+        self, session: AsyncSession, id: uuid.UUID, table: str, data: TableUpdate
+    ) -> dict[str, Any]:
+        row = await self.get(session, id)
+        for entry in row.schema_cache:
+            if entry.get("name") == table:
+                entry.update(data.model_dump(exclude_unset=True))
+                flag_modified(row, "schema_cache")
+                await self.save(session, row)
+                return dict(entry)
+        known = ", ".join(t.get("name", "") for t in row.schema_cache) or "none (introspect first)"
+        raise NotFound(f"table {table!r} not found in database {row.name!r}; known: {known}")
+
+
+database_service = DatabaseService()

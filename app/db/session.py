@@ -1,0 +1,29 @@
+"""The one DB session dependency: commit on success, roll back on error."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+
+def get_sessionmaker(request: Request) -> async_sessionmaker[AsyncSession]:
+    maker: async_sessionmaker[AsyncSession] = request.app.state.sessionmaker
+    return maker
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    async with get_sessionmaker(request)() as session:
+        try:
+            yield session
+        except Exception:
+            await session.rollback()
+            raise
+        else:
+            await session.commit()
+
+
+SessionDep = Annotated[AsyncSession, Depends(get_session)]
+SessionmakerDep = Annotated[async_sessionmaker[AsyncSession], Depends(get_sessionmaker)]

@@ -1,0 +1,113 @@
+"""Declares the five CRUD routes of an admin resource (SPEC §3) from its schemas and service.
+
+Deliberately without `from __future__ import annotations`: FastAPI reads the body types
+from the annotations of the inner functions, which are the classes passed in.
+"""
+
+import uuid
+from typing import Any, Protocol
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.session import SessionDep
+from app.errors import error_body
+from app.kit.pagination import PageDep
+from app.kit.schemas import Page
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {
+        "description": "Unknown id",
+        "content": {"application/json": {"example": error_body("NotFound", "...")}},
+    },
+    409: {
+        "description": "Duplicate name",
+        "content": {"application/json": {"example": error_body("Conflict", "...")}},
+    },
+    422: {
+        "description": "Invalid field",
+        "content": {"application/json": {"example": error_body("Invalid", "...")}},
+    },
+}
+
+
+class CrudServiceLike(Protocol):
+    label: str
+
+    async def create(self, session: AsyncSession, data: Any) -> Any: ...
+    async def update(self, session: AsyncSession, id: uuid.UUID, data: Any) -> Any: ...
+    async def get(self, session: AsyncSession, id: uuid.UUID) -> Any: ...
+    async def list(
+        self, session: AsyncSession, *, limit: int, offset: int
+    ) -> tuple[list[Any], int]: ...
+    async def delete(self, session: AsyncSession, id: uuid.UUID) -> Any: ...
+
+
+def add_crud_routes(
+    router: APIRouter,
+    *,
+    service: CrudServiceLike,
+    create: type[BaseModel],
+    update: type[BaseModel],
+    read: type[BaseModel],
+) -> None:
+    label = service.label
+
+    async def create_item(body: create, session: SessionDep) -> Any:  # type: ignore[valid-type]
+        return read.model_validate(await service.create(session, body))
+
+    async def list_items(session: SessionDep, page: PageDep) -> Any:
+        items, total = await service.list(session, limit=page.limit, offset=page.offset)
+        return {"items": [read.model_validate(i) for i in items], "total": total, **vars(page)}
+
+    async def get_item(id: uuid.UUID, session: SessionDep) -> Any:
+        return read.model_validate(await service.get(session, id))
+
+    async def update_item(id: uuid.UUID, body: update, session: SessionDep) -> Any:  # type: ignore[valid-type]
+        return read.model_validate(await service.update(session, id, body))
+
+    async def delete_item(id: uuid.UUID, session: SessionDep) -> None:
+        await service.delete(session, id)
+
+    responses = ERROR_RESPONSES
+    router.add_api_route(
+        "",
+        create_item,
+        methods=["POST"],
+        status_code=status.HTTP_201_CREATED,
+        response_model=read,
+        responses=responses,
+        summary=f"Create a {label}",
+    )
+    router.add_api_route(
+        "",
+        list_items,
+        methods=["GET"],
+        response_model=Page[read],  # type: ignore[valid-type]
+        summary=f"List {label}s (paginated)",
+    )
+    router.add_api_route(
+        "/{id}",
+        get_item,
+        methods=["GET"],
+        response_model=read,
+        responses=responses,
+        summary=f"Get a {label}",
+    )
+    router.add_api_route(
+        "/{id}",
+        update_item,
+        methods=["PATCH"],
+        response_model=read,
+        responses=responses,
+        summary=f"Update a {label} (partial)",
+    )
+    router.add_api_route(
+        "/{id}",
+        delete_item,
+        methods=["DELETE"],
+        status_code=status.HTTP_204_NO_CONTENT,
+        responses=responses,
+        summary=f"Delete a {label}",
+    )

@@ -1,0 +1,70 @@
+"""Repositories keep SQL out of services and routers (Polar's RepositoryBase)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.interfaces import ORMOption
+
+from app.db.base import Base
+
+M = TypeVar("M", bound=Base)
+
+
+class RepositoryBase(Generic[M]):
+    model: type[M]
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    @classmethod
+    def from_session(cls, session: AsyncSession) -> RepositoryBase[M]:
+        return cls(session)
+
+    def _options(self) -> Sequence[ORMOption]:
+        """Eager loads every read applies (relationships are lazy="raise")."""
+        return ()
+
+    def base_select(self) -> Select[tuple[M]]:
+        return select(self.model).options(*self._options())
+
+    async def get(self, id: uuid.UUID) -> M | None:
+        stmt = self.base_select().where(self.model.id == id)  # type: ignore[attr-defined]
+        return (await self.session.execute(stmt)).scalars().unique().one_or_none()
+
+    async def get_by(self, **filters: Any) -> M | None:
+        stmt = self.base_select().filter_by(**filters)
+        return (await self.session.execute(stmt)).scalars().unique().one_or_none()
+
+    async def get_many(self, ids: Sequence[uuid.UUID]) -> list[M]:
+        if not ids:
+            return []
+        stmt = self.base_select().where(self.model.id.in_(ids))  # type: ignore[attr-defined]
+        return list((await self.session.execute(stmt)).scalars().unique().all())
+
+    async def paginate(
+        self, *, limit: int, offset: int, stmt: Select[tuple[M]] | None = None
+    ) -> tuple[list[M], int]:
+        stmt = stmt if stmt is not None else self.base_select()
+        total = await self.session.scalar(select(func.count()).select_from(stmt.subquery()))
+        order = getattr(self.model, "created_at", None)
+        if order is not None:
+            stmt = stmt.order_by(order, self.model.id)  # type: ignore[attr-defined]
+        rows = await self.session.execute(stmt.limit(limit).offset(offset))
+        return list(rows.scalars().unique().all()), int(total or 0)
+
+    async def list_all(self) -> list[M]:
+        return list((await self.session.execute(self.base_select())).scalars().unique().all())
+
+    async def add(self, obj: M) -> M:
+        self.session.add(obj)
+        await self.session.flush()
+        return obj
+
+    async def delete(self, obj: M) -> None:
+        await self.session.delete(obj)
+        await self.session.flush()

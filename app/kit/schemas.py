@@ -1,0 +1,43 @@
+"""Base schemas: strict input, ORM-readable output, pages."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, StringConstraints
+
+T = TypeVar("T")
+
+Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,64}$")]
+"""Resource names: used inside tool names."""
+ShortText = Annotated[str, StringConstraints(max_length=2000)]
+LongText = Annotated[str, StringConstraints(max_length=200_000)]
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(from_attributes=True, extra="forbid")
+
+
+class ReadSchema(Schema):
+    model_config = ConfigDict(from_attributes=True, extra="ignore")
+    id: uuid.UUID
+    created_at: datetime
+    updated_at: datetime
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+class ToolCallResult(Schema):
+    """What the admin test routes answer: the same text the model would see."""
+
+    ok: bool
+    output: str
+    error: str | None
+    elapsed_ms: float

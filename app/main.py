@@ -1,0 +1,96 @@
+"""Application factory: `create_app(settings)` wires storage, runtime back-ends and routers."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Response
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.api import build_api_router
+from app.apikeys.service import api_key_service
+from app.config import Settings
+from app.db.engine import create_engine, create_sessionmaker
+from app.errors import add_error_handlers, error_body
+from app.ops.metrics import Metrics, install_http_middleware
+from app.runtime import Runtime
+from app.security.crypto import configure_from_settings
+
+logger = logging.getLogger("quiver")
+
+
+async def seed_admin_key(app: FastAPI, settings: Settings) -> None:
+    token = settings.admin_token.get_secret_value() if settings.admin_token else None
+    async with app.state.sessionmaker() as session:
+        created = await api_key_service.seed_admin(session, token)
+        await session.commit()
+    if created:
+        sys.stdout.write(
+            "\nNo QUIVER_ADMIN_TOKEN configured: created an admin API key (shown once):\n"
+            f"    {created}\n\n"
+        )
+        sys.stdout.flush()
+
+
+def create_app(
+    settings: Settings,
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession] | None = None,
+) -> FastAPI:
+    """Build the app. Tests may pass a `sessionmaker` bound to a transaction they roll back."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_from_settings(settings)
+        engine = create_engine(settings)
+        app.state.engine = engine
+        app.state.sessionmaker = sessionmaker or create_sessionmaker(engine)
+        runtime = Runtime.start(settings, app.state.sessionmaker)
+        app.state.runtime = runtime
+        try:
+            await seed_admin_key(app, settings)
+            yield
+        finally:
+            await runtime.aclose()
+            await engine.dispose()
+
+    app = FastAPI(
+        title="Quiver",
+        version="0.1.0",
+        description="Progressive-disclosure tool gateway for LLM agents.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    metrics = Metrics()
+    app.state.metrics = metrics
+    add_error_handlers(app)
+    install_http_middleware(app, metrics)
+    app.include_router(build_api_router())
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], response_model=None)
+    async def readyz() -> Response | dict[str, str]:
+        """Readiness: storage answers."""
+        try:
+            async with app.state.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception as exc:  # readiness must answer, whatever broke
+            logger.warning("readiness check failed: %s", type(exc).__name__)
+            from fastapi.responses import JSONResponse
+
+            return JSONResponse(error_body("Unavailable", "storage is not reachable"), 503)
+        return {"status": "ready"}
+
+    @app.get("/metrics", tags=["ops"], include_in_schema=False)
+    async def prometheus_metrics() -> Response:
+        return metrics.render()
+
+    return app

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from app.kit.schemas import ReadSchema, Schema, ShortText, Slug
+from app.kit.secrets_view import mask_values
+
+Transport = Literal["stdio", "sse", "streamable_http"]
+Url = Annotated[str, StringConstraints(pattern=r"^https?://", max_length=2048)]
+Command = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+Timeout = Annotated[float, Field(gt=0, le=600)]
+
+
+class McpServerCreate(Schema):
+    name: Slug
+    description: ShortText = ""
+    transport: Transport
+    command: Command | None = None
+    args: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(default_factory=list)
+    env: dict[str, str] | None = None
+    """Secret: encrypted at rest, never returned."""
+    url: Url | None = None
+    headers: dict[str, str] | None = None
+    """Secret: encrypted at rest, never returned."""
+    connect_timeout_s: Timeout = 20.0
+    call_timeout_s: Timeout = 60.0
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> McpServerCreate:
+        check_transport(self.transport, command=self.command, url=self.url)
+        return self
+
+
+def check_transport(transport: str, *, command: str | None, url: str | None) -> None:
+    if transport == "stdio" and not command:
+        raise ValueError("command is required for transport 'stdio'")
+    if transport != "stdio" and not url:
+        raise ValueError(f"url is required for transport {transport!r}")
+
+
+class McpServerUpdate(Schema):
+    name: Slug | None = None
+    description: ShortText | None = None
+    transport: Transport | None = None
+    command: Command | None = None
+    args: list[Annotated[str, StringConstraints(max_length=4096)]] | None = None
+    env: dict[str, str] | None = None
+    url: Url | None = None
+    headers: dict[str, str] | None = None
+    connect_timeout_s: Timeout | None = None
+    call_timeout_s: Timeout | None = None
+
+
+class McpToolRead(Schema):
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+
+
+class McpServerRead(ReadSchema):
+    name: str
+    description: str
+    transport: str
+    command: str | None
+    args: list[str]
+    env: dict[str, str]
+    url: str | None
+    headers: dict[str, str]
+    connect_timeout_s: float
+    call_timeout_s: float
+    tools: list[McpToolRead]
+    tools_refreshed_at: datetime | None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mask(cls, obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return obj
+        return {
+            **{
+                k: getattr(obj, k)
+                for k in (
+                    "id",
+                    "created_at",
+                    "updated_at",
+                    "name",
+                    "description",
+                    "transport",
+                    "command",
+                    "args",
+                    "url",
+                    "connect_timeout_s",
+                    "call_timeout_s",
+                    "tools_refreshed_at",
+                )
+            },
+            "env": mask_values(obj.env),
+            "headers": mask_values(obj.headers),
+            "tools": obj.tools_cache or [],
+        }

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.errors import Invalid
+from app.kit.crud import CrudService
+from app.skills.models import Skill
+from app.skills.repository import SkillRepository
+from app.skills.schemas import SkillCreate, SkillUpdate
+
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
+
+
+def parse_skill_md(document: str) -> SkillCreate:
+    """SKILL.md → SkillCreate; a precise 422 for every way the document can be wrong."""
+    match = _FRONT_MATTER.match(document.lstrip("\ufeff"))
+    if match is None:
+        raise Invalid("document: SKILL.md must start with YAML front matter between '---' lines")
+    try:
+        meta: Any = yaml.safe_load(match.group(1)) or {}
+    except yaml.YAMLError as exc:
+        raise Invalid(f"document: front matter is not valid YAML: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise Invalid("document: front matter must be a mapping with 'name' and 'description'")
+    for key in ("name", "description"):
+        if not isinstance(meta.get(key), str) or not meta[key].strip():
+            raise Invalid(f"document: front matter needs a non-empty string {key!r}")
+    try:
+        return SkillCreate(
+            name=meta["name"].strip(),
+            description=meta["description"].strip(),
+            content=match.group(2).strip(),
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise Invalid(f"document: {err['loc'][0]}: {err['msg']}") from exc
+
+
+class SkillService(CrudService[Skill]):
+    repository = SkillRepository
+    label = "skill"
+
+    async def create(self, session: AsyncSession, data: SkillCreate) -> Skill:
+        await self.ensure_name_free(session, data.name)
+        return await self.save(session, Skill(**data.model_dump()))
+
+    async def update(self, session: AsyncSession, id: uuid.UUID, data: SkillUpdate) -> Skill:
+        skill = await self.get(session, id)
+        if data.name is not None:
+            await self.ensure_name_free(session, data.name, current=id)
+        self.apply(skill, data)
+        return await self.save(session, skill)
+
+    async def import_document(self, session: AsyncSession, document: str) -> Skill:
+        return await self.create(session, parse_skill_md(document))
+
+
+skill_service = SkillService()

@@ -1,0 +1,89 @@
+"""Shared fixtures: real Postgres (throwaway database, Alembic head), per-test rollback."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.engine import create_engine
+from app.main import create_app
+from app.security.crypto import configure_keys
+from tests.fixtures.database import migrated_postgres
+
+ADMIN_TOKEN = "qv_test_admin_token_0123456789"
+SECRET_KEY = Fernet.generate_key().decode()
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("quiver-data")
+
+
+@pytest.fixture(scope="session")
+async def settings(data_dir: Path) -> AsyncIterator[Settings]:
+    configure_keys([SECRET_KEY])
+    async with migrated_postgres(
+        {"secret_keys": [SECRET_KEY], "admin_token": ADMIN_TOKEN, "data_dir": data_dir}
+    ) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+async def engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
+    eng = create_engine(settings)
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture
+async def sessionmaker(engine: AsyncEngine) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    """Sessions joined to an outer transaction that is rolled back after the test."""
+    async with engine.connect() as conn:
+        outer = await conn.begin()
+        yield async_sessionmaker(
+            bind=conn, expire_on_commit=False, join_transaction_mode="create_savepoint"
+        )
+        await outer.rollback()
+
+
+@pytest.fixture
+async def session(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> AsyncIterator[AsyncSession]:
+    async with sessionmaker() as s:
+        yield s
+
+
+@pytest.fixture
+async def app(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+) -> AsyncIterator[FastAPI]:
+    application = create_app(settings, sessionmaker=sessionmaker)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport,
+        base_url="http://quiver.test",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    ) as c:
+        yield c
+
+
+@pytest.fixture
+async def anon_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://quiver.test"
+    ) as c:
+        yield c
