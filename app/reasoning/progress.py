@@ -111,8 +111,9 @@ class ProgressTracker:
         return state.attempts if state else 0
 
 
-_META_SUBCOMMAND_TARGETS = {"connector": "action", "mcp": "tool"}
 _META_RESOURCE_ARG = {"connector": "connector", "mcp": "server", "database": "database"}
+_META_RUN = {"connector": ("execute", "action"), "mcp": ("call", "tool")}
+"""Meta-tool → (subcommand that runs something, argument naming what it runs)."""
 
 
 def _text(arguments: Mapping[str, Any], key: str) -> str | None:
@@ -120,7 +121,9 @@ def _text(arguments: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def step_id_for(tool_name: str, arguments: Mapping[str, Any], kind: str) -> str:
+def step_id_for(
+    tool_name: str, arguments: Mapping[str, Any], kind: str, *, target: str = ""
+) -> str:
     """The step (tool target) a call belongs to.
 
     - meta `connector` execute → `connector:<connector>/<action>`; other subcommands →
@@ -128,24 +131,30 @@ def step_id_for(tool_name: str, arguments: Mapping[str, Any], kind: str) -> str:
     - meta `mcp` call → `mcp:<server>/<tool>`; other subcommands → `mcp:<server>`.
     - meta `database` → `database:<database>/<subcommand>` (e.g. `database:sales/query`).
     - `read_skill(name)` → `skill:<name>`.
-    - anything else (built-ins, legacy `a__b` tools, calls missing their arguments) → the
-      tool name.
+    - anything else → `target` when given (a legacy tool's `ToolDef.target`, e.g.
+      `connector:jira/create_issue` for `jira__create_issue`), else the tool name; a meta
+      call missing its resource argument falls back the same way.
     """
     if tool_name in _META_RESOURCE_ARG and kind in ("meta", tool_name):
-        resource = _text(arguments, _META_RESOURCE_ARG[tool_name])
-        subcommand = _text(arguments, "subcommand")
-        if resource is None:
-            return tool_name
-        if tool_name == "database":
-            return f"database:{resource}/{subcommand}" if subcommand else f"database:{resource}"
-        target_key = _META_SUBCOMMAND_TARGETS[tool_name]
-        execute = "execute" if tool_name == "connector" else "call"
-        target = _text(arguments, target_key)
-        if subcommand == execute and target is not None:
-            return f"{tool_name}:{resource}/{target}"
-        return f"{tool_name}:{resource}"
-    if tool_name == "read_skill":
+        step = _meta_step(tool_name, arguments)
+        if step is not None:
+            return step
+    elif tool_name == "read_skill":
         skill = _text(arguments, "name")
         if skill is not None:
             return f"skill:{skill}"
-    return tool_name
+    return target or tool_name
+
+
+def _meta_step(tool_name: str, arguments: Mapping[str, Any]) -> str | None:
+    resource = _text(arguments, _META_RESOURCE_ARG[tool_name])
+    subcommand = _text(arguments, "subcommand")
+    if resource is None:
+        return None
+    if tool_name == "database":
+        return f"database:{resource}/{subcommand}" if subcommand else f"database:{resource}"
+    run, what_key = _META_RUN[tool_name]
+    what = _text(arguments, what_key)
+    if subcommand == run and what is not None:
+        return f"{tool_name}:{resource}/{what}"
+    return f"{tool_name}:{resource}"

@@ -204,3 +204,29 @@ def test_percentage_formatting(value: float, similarity_text: str, threshold_tex
 )
 def test_step_id_for(tool: str, arguments: dict[str, Any], kind: str, expected: str) -> None:
     assert step_id_for(tool, arguments, kind) == expected
+
+
+@pytest.mark.parametrize(
+    ("tool", "kind", "target", "expected"),
+    [
+        (
+            "jira__create_issue",
+            "connector",
+            "connector:jira/create_issue",
+            "connector:jira/create_issue",
+        ),
+        ("sales__query", "database", "database:sales/query", "database:sales/query"),
+        ("github__search", "mcp", "mcp:github/search", "mcp:github/search"),
+        ("http_fetch", "builtin", "", "http_fetch"),
+    ],
+)
+def test_step_id_for_legacy_tools_uses_their_target(
+    tool: str, kind: str, target: str, expected: str
+) -> None:
+    assert step_id_for(tool, {"q": "x"}, kind, target=target) == expected
+
+
+def test_meta_tool_ignores_its_generic_target_when_arguments_name_the_resource() -> None:
+    arguments = {"subcommand": "call", "server": "github", "tool": "search"}
+    assert step_id_for("mcp", arguments, "mcp", target="mcp") == "mcp:github/search"
+    assert step_id_for("mcp", {"subcommand": "call"}, "mcp", target="mcp") == "mcp"
