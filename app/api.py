@@ -6,11 +6,12 @@ from fastapi import APIRouter
 
 from app.agents.router import router as agents_router
 from app.apikeys.router import router as apikeys_router
+from app.chat.router import router as chat_router
 from app.connectors.router import router as connectors_router
 from app.conventions.router import router as conventions_router
 from app.databases.router import router as databases_router
 from app.mcp.router import router as mcp_router
-from app.security.auth import AdminKey
+from app.security.auth import AdminKey, ChatKey
 from app.skills.router import router as skills_router
 
 ADMIN_ROUTERS = (
@@ -28,4 +29,5 @@ def build_api_router() -> APIRouter:
     api = APIRouter(prefix="/api/v1")
     for router in ADMIN_ROUTERS:
         api.include_router(router, dependencies=[AdminKey])
+    api.include_router(chat_router, dependencies=[ChatKey])
     return api

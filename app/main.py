@@ -49,7 +49,7 @@ def create_app(
         engine = create_engine(settings)
         app.state.engine = engine
         app.state.sessionmaker = sessionmaker or create_sessionmaker(engine)
-        runtime = Runtime.start(settings, app.state.sessionmaker)
+        runtime = await Runtime.start(settings, app.state.sessionmaker, app.state.metrics)
         app.state.runtime = runtime
         try:
             await seed_admin_key(app, settings)

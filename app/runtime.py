@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.chat.hub import RunHub
+from app.chat.runner import RunManager
 from app.config import Settings
+from app.connectors.audit import AuditSink
+from app.connectors.execute import ConnectorExecutor
+from app.conventions.backend import ConventionRecall
+from app.databases.engines import EngineCache
+from app.databases.query import DatabaseExecutor
+from app.db.base import utcnow
+from app.llm.client import LlmClient
+from app.mcp.models import McpServer
+from app.mcp.pool import McpPool
+from app.ops.metrics import Metrics
+from app.tools.backends import Backends
 
 
 @dataclass(kw_only=True)
@@ -15,15 +32,59 @@ class Runtime:
     settings: Settings
     sessionmaker: async_sessionmaker[AsyncSession]
     http: httpx.AsyncClient
+    audit: AuditSink
+    connectors: ConnectorExecutor
+    engines: EngineCache
+    databases: DatabaseExecutor
+    mcp: McpPool
+    backends: Backends
+    hub: RunHub
+    runs: RunManager
 
     @classmethod
-    def start(cls, settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]) -> Runtime:
+    async def start(
+        cls, settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], metrics: Metrics
+    ) -> Runtime:
         http = httpx.AsyncClient(
             timeout=settings.http_timeout_s,
             follow_redirects=False,
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
         )
-        return cls(settings=settings, sessionmaker=sessionmaker, http=http)
+        audit = AuditSink(sessionmaker)
+        connectors = ConnectorExecutor(http=http, settings=settings, audit=audit)
+        engines = EngineCache()
+        databases = DatabaseExecutor(engines)
+        mcp = McpPool(settings)
+        backends = Backends(
+            settings=settings, http=http, connectors=connectors, databases=databases,
+            mcp=mcp, conventions=ConventionRecall(sessionmaker),
+        )
+        hub = RunHub()
+        await hub.start(settings)
+        runs = RunManager(
+            settings=settings, sessionmaker=sessionmaker, hub=hub, backends=backends,
+            llm=LlmClient.from_settings(settings, http=http) if settings.llm_configured else None,
+            on_finished=lambda status: metrics.runs.labels(status).inc(),
+        )
+        runtime = cls(
+            settings=settings, sessionmaker=sessionmaker, http=http, audit=audit,
+            connectors=connectors, engines=engines, databases=databases, mcp=mcp,
+            backends=backends, hub=hub, runs=runs,
+        )
+        mcp.on_tools_changed = runtime.store_mcp_tools
+        return runtime
+
+    async def store_mcp_tools(self, server_id: uuid.UUID, tools: list[dict[str, Any]]) -> None:
+        """Persist a refreshed MCP tool list (list_changed notification or TTL refresh)."""
+        async with self.sessionmaker() as session:
+            await session.execute(
+                update(McpServer).where(McpServer.id == server_id)
+                .values(tools_cache=tools, tools_refreshed_at=utcnow())
+            )
+            await session.commit()
 
     async def aclose(self) -> None:
-        await self.http.aclose()
+        for closer in (self.runs.aclose, self.mcp.aclose, self.connectors.aclose,
+                       self.audit.aclose, self.engines.aclose, self.hub.aclose, self.http.aclose):
+            with contextlib.suppress(Exception):
+                await closer()

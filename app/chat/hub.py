@@ -1,0 +1,77 @@
+"""Live fan-out of run events across subscribers, tasks and uvicorn workers.
+
+In one process, `publish()` wakes followers directly. Across workers, each journal write
+also sends `NOTIFY quiver_runs, '<run_id>'` (Postgres only); a listener connection in every
+worker turns those into the same wake-ups. Followers then read new rows from the journal,
+so the journal stays the single source of truth and a missed wake-up only costs latency
+(followers also poll at a low rate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from app.config import Settings
+
+CHANNEL = "quiver_runs"
+CANCEL_PREFIX = "cancel:"
+logger = logging.getLogger("quiver.hub")
+
+
+class RunHub:
+    def __init__(self) -> None:
+        self._waiters: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
+        self._listener: asyncpg.Connection | None = None
+        self.on_cancel: Callable[[uuid.UUID], None] | None = None
+
+    def wake(self, run_id: uuid.UUID) -> None:
+        for event in self._waiters.get(run_id, ()):
+            event.set()
+
+    def waiter(self, run_id: uuid.UUID) -> asyncio.Event:
+        event = asyncio.Event()
+        self._waiters[run_id].add(event)
+        return event
+
+    def drop(self, run_id: uuid.UUID, event: asyncio.Event) -> None:
+        waiters = self._waiters.get(run_id)
+        if waiters is not None:
+            waiters.discard(event)
+            if not waiters:
+                del self._waiters[run_id]
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            if payload.startswith(CANCEL_PREFIX):
+                if self.on_cancel is not None:
+                    self.on_cancel(uuid.UUID(payload.removeprefix(CANCEL_PREFIX)))
+                return
+            self.wake(uuid.UUID(payload))
+        except ValueError:
+            logger.warning("ignoring malformed notification on %s", CHANNEL)
+
+    async def start(self, settings: Settings) -> None:
+        """Listen for other workers' writes (Postgres only; SQLite is single-process)."""
+        if settings.is_sqlite:
+            return
+        dsn = settings.async_database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        try:
+            self._listener = await asyncpg.connect(dsn)
+            await self._listener.add_listener(CHANNEL, self._on_notify)
+        except (OSError, asyncpg.PostgresError) as exc:
+            logger.warning("run fan-out across workers disabled: %s", type(exc).__name__)
+            self._listener = None
+
+    async def aclose(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+            self._listener = None

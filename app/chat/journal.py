@@ -1,0 +1,45 @@
+"""JournalWriter: persists each RunEvent (redacted, numbered) before anyone sees it."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.chat.hub import CHANNEL, RunHub
+from app.chat.repository import RunRepository
+from app.events import RunEvent, event_from_record, event_payload
+from app.security.redact import redact
+
+
+class JournalWriter:
+    def __init__(
+        self,
+        *,
+        run_id: uuid.UUID,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        hub: RunHub,
+        notify: bool,
+    ) -> None:
+        self.run_id = run_id
+        self.seq = 0
+        self._sessionmaker = sessionmaker
+        self._hub = hub
+        self._notify = notify
+
+    async def write(self, event: RunEvent) -> tuple[int, RunEvent]:
+        """Persist one event in its own short transaction; returns (seq, redacted event)."""
+        data = redact(event_payload(event))
+        clean = event_from_record(event.kind, data)
+        self.seq += 1
+        async with self._sessionmaker() as session:
+            await RunRepository(session).append_event(self.run_id, self.seq, event.kind, data)
+            if self._notify:
+                await session.execute(
+                    text("SELECT pg_notify(:channel, :payload)"),
+                    {"channel": CHANNEL, "payload": str(self.run_id)},
+                )
+            await session.commit()
+        self._hub.wake(self.run_id)
+        return self.seq, clean

@@ -1,0 +1,245 @@
+"""The ReAct loop: assemble → pre-hydrate → {model call → tool calls → observations}.
+
+`ReactRun.events()` is an async generator of RunEvents; the runner journals each one
+before anyone sees it. Everything the model did is collected in `new_messages` so the
+conversation can continue in the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from app.agents.models import Agent
+from app.chat.context import compact
+from app.chat.steps import FinalAnswer, NextStep, RunAgain, RunCancelled, Stopped
+from app.chat.tool_phase import ToolPhase
+from app.config import SelectionStrategy, Settings
+from app.events import (
+    ContextCompacted,
+    ErrorInfo,
+    MessageEvent,
+    ModelDelta,
+    RunEvent,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    ToolSelection,
+)
+from app.llm.client import LlmClient, LlmError
+from app.chat.selector import llm_selector
+from app.llm.types import ChatMessage, Completion, TextDelta, Usage
+from app.pipeline.assemble import assemble_toolset
+from app.pipeline.toolset import AssembledToolset
+from app.reasoning.hydrate import prehydrate, schema_tool_args
+from app.tools.backends import Backends
+from app.tools.base import CallContext, ToolResult
+
+T = TypeVar("T")
+_DELTA_FLUSH_S = 0.03
+_DELTA_FLUSH_CHARS = 256
+
+
+@dataclass(kw_only=True)
+class RunInput:
+    run_id: str
+    conversation_id: str
+    agent: Agent
+    message: str
+    history: list[ChatMessage] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class RunDeps:
+    settings: Settings
+    backends: Backends
+    llm: LlmClient
+    cancel: asyncio.Event
+
+
+@dataclass
+class ReactRun:
+    deps: RunDeps
+    inp: RunInput
+    new_messages: list[ChatMessage] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+    status: str = "running"
+    started: float = field(default_factory=time.perf_counter)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    async def _guard(self, awaitable: Awaitable[T]) -> T:
+        """Await `awaitable` unless the run is cancelled first."""
+        if self.deps.cancel.is_set():
+            raise RunCancelled
+        task = asyncio.ensure_future(awaitable)
+        waiter = asyncio.ensure_future(self.deps.cancel.wait())
+        try:
+            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        raise RunCancelled
+
+    def _finished(self, status: str, *, reason: str | None = None,
+                  escalated: bool = False) -> RunFinished:
+        self.status = status
+        return RunFinished(
+            status=status,  # type: ignore[arg-type]
+            iterations=self.iterations,
+            usage=self.usage.to_dict(),
+            elapsed_ms=round((time.perf_counter() - self.started) * 1000, 2),
+            reason=reason,
+            escalated=escalated,
+        )
+
+    def _failed(self, code: str, message: str) -> RunFailed:
+        self.status = "failed"
+        return RunFailed(error=ErrorInfo(code=code, message=message))
+
+    # --- phases --------------------------------------------------------------------------
+
+    async def _assemble(self) -> AssembledToolset:
+        agent, settings = self.inp.agent, self.deps.settings
+        selector = llm_selector(self.deps.llm, model=agent.model)
+        return await assemble_toolset(
+            agent, settings, self.deps.backends, self.inp.message, selector=selector
+        )
+
+    async def _prehydrate(
+        self, toolset: AssembledToolset, ctx: CallContext
+    ) -> AsyncIterator[RunEvent | str]:
+        config = toolset.config.pre_hydration
+        if config is None:
+            return
+
+        async def call_tool(_call_id: str, name: str, args: dict[str, Any]) -> ToolResult:
+            return await toolset.call(name, args, ctx, active_only=False)
+
+        result = await self._guard(prehydrate(
+            self.inp.message, config, call_tool=call_tool,
+            tool_args=schema_tool_args(toolset.full_tools()),
+        ))
+        event = result.event()
+        if event is not None:
+            yield event
+        if result.system_message:
+            yield result.system_message
+
+    async def _model_turn(
+        self, toolset: AssembledToolset, messages: list[ChatMessage]
+    ) -> AsyncIterator[ModelDelta | Completion]:
+        """Stream one model call, coalescing deltas into readable chunks."""
+        cfg = self.inp.agent.model_config_json or {}
+        stream = self.deps.llm.stream_chat(
+            messages, tools=toolset.openai_tools() or None, model=self.inp.agent.model,
+            temperature=cfg.get("temperature"),
+        ).__aiter__()
+        pending, last_flush = "", time.perf_counter()
+        while True:
+            try:
+                item = await self._guard(stream.__anext__())
+            except StopAsyncIteration:
+                break
+            if isinstance(item, TextDelta):
+                pending += item.text
+                now = time.perf_counter()
+                if now - last_flush >= _DELTA_FLUSH_S or len(pending) >= _DELTA_FLUSH_CHARS:
+                    yield ModelDelta(text=pending)
+                    pending, last_flush = "", now
+            else:
+                if pending:
+                    yield ModelDelta(text=pending)
+                yield item
+                return
+
+    def _budget(self) -> int:
+        cfg = self.inp.agent.model_config_json or {}
+        settings = self.deps.settings
+        context = int(cfg.get("context_tokens") or settings.llm_context_tokens)
+        reserve = int(cfg.get("output_reserve_tokens") or settings.llm_output_reserve_tokens)
+        return max(256, context - reserve)
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        inp = self.inp
+        ctx = CallContext(run_id=inp.run_id, agent_id=str(inp.agent.id))
+        toolset = await self._assemble()
+        try:
+            yield RunStarted(
+                run_id=inp.run_id, conversation_id=inp.conversation_id, agent_id=str(inp.agent.id),
+                modes=toolset.modes.as_dict(), tools=[t.name for t in toolset.tools],
+            )
+            if toolset.selection is not None:
+                sel = toolset.selection
+                yield ToolSelection(strategy=str(sel.strategy), total=sel.total,
+                                    selected=list(sel.active), elapsed_ms=sel.elapsed_ms)
+            messages = [ChatMessage.system(toolset.system_prompt), *inp.history]
+            async for item in self._prehydrate(toolset, ctx):
+                if isinstance(item, str):
+                    messages.append(ChatMessage.system(item))
+                else:
+                    yield item
+            user = ChatMessage.user(inp.message)
+            messages.append(user)
+            self.new_messages.append(user)
+            phase = ToolPhase(toolset=toolset, ctx=ctx, timeout_s=self.deps.settings.tool_timeout_s,
+                              step_iteration=toolset.config.step_iteration)
+            async for event in self._iterate(toolset, messages, phase):
+                yield event
+        except RunCancelled:
+            yield self._finished("cancelled")
+        except LlmError as exc:
+            yield self._failed(exc.code, str(exc))
+        finally:
+            await toolset.aclose()
+
+    async def _iterate(
+        self, toolset: AssembledToolset, messages: list[ChatMessage], phase: ToolPhase
+    ) -> AsyncIterator[RunEvent]:
+        for iteration in range(1, toolset.config.max_iterations + 1):
+            self.iterations = iteration
+            compaction = compact(messages, toolset.openai_tools(), budget=self._budget())
+            if compaction is not None and compaction.cleared:
+                yield ContextCompacted(before_tokens=compaction.before_tokens,
+                                       after_tokens=compaction.after_tokens,
+                                       cleared=compaction.cleared)
+            completion: Completion | None = None
+            async for item in self._model_turn(toolset, messages):
+                if isinstance(item, Completion):
+                    completion = item
+                else:
+                    yield item
+            if completion is None:
+                raise LlmError("llm_bad_response", "the model stream ended without a completion")
+            self.usage = self.usage + completion.usage
+            messages.append(completion.message)
+            self.new_messages.append(completion.message)
+            step: NextStep = RunAgain()
+            if not completion.tool_calls:
+                step = FinalAnswer(content=completion.text)
+            else:
+                start = len(messages)
+                async for event in phase.run(completion.tool_calls, iteration, messages):
+                    yield event
+                self.new_messages.extend(messages[start:])
+                step = phase.outcome
+            match step:
+                case FinalAnswer(content=content):
+                    yield MessageEvent(content=content)
+                    yield self._finished("completed")
+                    return
+                case Stopped(status=status, reason=reason, escalated=escalated):
+                    yield self._finished(status, reason=reason, escalated=escalated)
+                    return
+                case RunAgain():
+                    if self.deps.cancel.is_set():
+                        raise RunCancelled
+        yield self._finished("max_iterations")

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from app.chat.schemas import CancelResult, ChatRequest, ConversationRead
+from app.chat.service import ensure_run, get_conversation, live_stream, replay_stream
+from app.db.session import SessionDep
+from app.errors import Invalid
+from app.runtime import Runtime
+
+router = APIRouter(tags=["chat"])
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+@router.post("/chat", response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}}}, 503: {}, 409: {}})
+async def chat(body: ChatRequest, request: Request) -> StreamingResponse:
+    """Start a run and stream its events (SSE). Disconnecting does not stop the run."""
+    runtime = _runtime(request)
+    active, queue = await runtime.runs.start(body)
+    headers = {**SSE_HEADERS, "X-Run-Id": str(active.run_id),
+               "X-Conversation-Id": str(active.conversation_id)}
+    return StreamingResponse(
+        live_stream(active, queue, ping_s=runtime.settings.sse_ping_s),
+        media_type="text/event-stream", headers=headers,
+    )
+
+
+@router.get("/runs/{run_id}/events", response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}}}, 404: {}})
+async def run_events(
+    run_id: uuid.UUID,
+    request: Request,
+    last_event_id: Annotated[str | None, Header()] = None,
+    after: Annotated[int | None, Query(ge=0, description="Alternative to Last-Event-ID")] = None,
+) -> StreamingResponse:
+    """Replay a run's journal after `Last-Event-ID`, then follow it live until it ends."""
+    runtime = _runtime(request)
+    start = after or 0
+    if last_event_id:
+        if not last_event_id.strip().isdigit():
+            raise Invalid("Last-Event-ID must be an event sequence number")
+        start = int(last_event_id)
+    await ensure_run(runtime.sessionmaker, run_id)
+    return StreamingResponse(
+        replay_stream(runtime.sessionmaker, runtime.hub, run_id, after=start,
+                      ping_s=runtime.settings.sse_ping_s),
+        media_type="text/event-stream", headers=SSE_HEADERS,
+    )
+
+
+@router.post("/runs/{run_id}/cancel", response_model=CancelResult, responses={404: {}})
+async def cancel_run(run_id: uuid.UUID, request: Request) -> CancelResult:
+    """Ask a run to stop; it ends with `run_finished {status: cancelled}`."""
+    run = await _runtime(request).runs.cancel(run_id)
+    return CancelResult(run_id=run.id, status=run.status, cancel_requested=run.cancel_requested)
+
+
+@router.get("/conversations/{conversation_id}", response_model=ConversationRead,
+            responses={404: {}})
+async def conversation(conversation_id: uuid.UUID, session: SessionDep) -> ConversationRead:
+    """A conversation with its messages (incl. tool calls and results) and runs."""
+    return await get_conversation(session, conversation_id)

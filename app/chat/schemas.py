@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import StringConstraints
+
+from app.kit.schemas import ReadSchema, Schema
+
+
+class ChatRequest(Schema):
+    agent_id: uuid.UUID
+    message: Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
+    conversation_id: uuid.UUID | None = None
+
+
+class MessageRead(Schema):
+    model_config = Schema.model_config | {"extra": "ignore"}
+    seq: int
+    role: str
+    content: str | None
+    tool_calls: list[Any] | None
+    tool_call_id: str | None
+    name: str | None
+    run_id: uuid.UUID | None
+    created_at: datetime
+
+
+class RunSummary(ReadSchema):
+    status: str
+    iterations: int
+    usage: dict[str, Any]
+    error: dict[str, Any] | None
+    finished_at: datetime | None
+
+
+class ConversationRead(ReadSchema):
+    agent_id: uuid.UUID
+    title: str
+    messages: list[MessageRead]
+    runs: list[RunSummary]
+
+
+class CancelResult(Schema):
+    run_id: uuid.UUID
+    status: str
+    cancel_requested: bool

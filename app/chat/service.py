@@ -1,0 +1,97 @@
+"""Chat streams: the live stream of a started run, and journal replay that follows live."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.chat.hub import RunHub
+from app.chat.repository import RUNNING, ConversationRepository, RunRepository
+from app.chat.runner import ActiveRun, Published
+from app.chat.schemas import ConversationRead, MessageRead, RunSummary
+from app.chat.sse import PING, event_frame, frame
+from app.errors import NotFound
+from app.events import TERMINAL_KINDS
+
+_POLL_S = 1.0
+
+
+async def live_stream(
+    active: ActiveRun, queue: asyncio.Queue[Published], *, ping_s: float
+) -> AsyncIterator[bytes]:
+    """Frames straight from the run task (no journal read on the hot path)."""
+    try:
+        while True:
+            try:
+                seq, event = await asyncio.wait_for(queue.get(), ping_s)
+            except TimeoutError:
+                yield PING
+                continue
+            yield event_frame(seq, event)
+            if event.kind in TERMINAL_KINDS:
+                return
+    finally:
+        active.unsubscribe(queue)
+
+
+async def ensure_run(sessionmaker: async_sessionmaker[AsyncSession], run_id: uuid.UUID) -> None:
+    async with sessionmaker() as session:
+        if await RunRepository(session).get(run_id) is None:
+            raise NotFound(f"run {str(run_id)!r} not found")
+
+
+async def replay_stream(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    hub: RunHub,
+    run_id: uuid.UUID,
+    *,
+    after: int,
+    ping_s: float,
+) -> AsyncIterator[bytes]:
+    """Every journaled event after `after`, then live ones until the run's last event."""
+    waiter = hub.waiter(run_id)
+    last, idle = after, 0.0
+    try:
+        while True:
+            waiter.clear()
+            async with sessionmaker() as session:
+                repo = RunRepository(session)
+                rows = await repo.events_after(run_id, last)
+                run = None if rows else await repo.get(run_id)
+            for row in rows:
+                yield frame(row.seq, row.kind, row.data)
+                last = row.seq
+                if row.kind in TERMINAL_KINDS:
+                    return
+            if rows:
+                idle = 0.0
+                continue
+            if run is None or run.status != RUNNING:
+                return  # finished (or lost with its process) and fully replayed
+            try:
+                await asyncio.wait_for(waiter.wait(), _POLL_S)
+            except TimeoutError:
+                idle += _POLL_S
+                if idle >= ping_s:
+                    idle = 0.0
+                    yield PING
+    finally:
+        hub.drop(run_id, waiter)
+
+
+async def get_conversation(session: AsyncSession, conversation_id: uuid.UUID) -> ConversationRead:
+    conversation = await ConversationRepository(session).get(conversation_id)
+    if conversation is None:
+        raise NotFound(f"conversation {str(conversation_id)!r} not found")
+    messages = await ConversationRepository(session).messages(conversation_id)
+    runs = await RunRepository(session).runs_of(conversation_id)
+    return ConversationRead(
+        id=conversation.id, created_at=conversation.created_at,
+        updated_at=conversation.updated_at, agent_id=conversation.agent_id,
+        title=conversation.title,
+        messages=[MessageRead.model_validate(m) for m in messages],
+        runs=[RunSummary.model_validate(r) for r in runs],
+    )

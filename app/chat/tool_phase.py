@@ -1,0 +1,126 @@
+"""One turn's tool calls: run concurrently under a timeout, track progress, report events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.agents.config import StepIteration
+from app.chat.steps import NextStep, RunAgain, Stopped
+from app.events import RunEvent, ToolCallEvent, ToolResultEvent, ToolsLoaded
+from app.llm.types import ChatMessage, ToolCallRequest
+from app.pipeline.toolset import AssembledToolset
+from app.reasoning.progress import ProgressTracker, Stop, step_id_for
+from app.security.redact import redact_text
+from app.tools.base import CallContext, ToolResult
+
+
+@dataclass
+class ToolPhase:
+    """Per-run state for tool execution: the progress tracker and skipped steps."""
+
+    toolset: AssembledToolset
+    ctx: CallContext
+    timeout_s: float
+    step_iteration: StepIteration | None
+    tracker: ProgressTracker | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
+    """step id → reason, for `skip_step`: later calls to that target are refused."""
+    outcome: NextStep = field(default_factory=RunAgain)
+
+    def __post_init__(self) -> None:
+        if self.step_iteration is not None:
+            self.tracker = ProgressTracker(self.step_iteration)
+
+    def _kind(self, name: str) -> str:
+        tool = self.toolset.full_tools().get(name)
+        return tool.kind if tool else "unknown"
+
+    async def _run_one(
+        self, index: int, call: ToolCallRequest, args: dict[str, Any] | None,
+        error: str | None, step: str,
+    ) -> tuple[int, ToolResult, float]:
+        start = time.perf_counter()
+        if error is not None:
+            result = ToolResult.fail(error)
+        elif step in self.skipped:
+            result = ToolResult.fail(
+                f"Step '{step}' was skipped for the rest of this run: {self.skipped[step]}"
+            )
+        else:
+            try:
+                result = await asyncio.wait_for(
+                    self.toolset.call(call.name, args or {}, self.ctx), self.timeout_s
+                )
+            except TimeoutError:
+                result = ToolResult.fail(
+                    f"Tool {call.name!r} timed out after {self.timeout_s:g}s", retryable=True
+                )
+        return index, result, (time.perf_counter() - start) * 1000
+
+    async def run(
+        self, calls: list[ToolCallRequest], iteration: int, messages: list[ChatMessage]
+    ) -> AsyncIterator[RunEvent]:
+        """Yield tool_call events, then results as they complete; append observations in order."""
+        self.outcome = RunAgain()
+        planned: list[tuple[ToolCallRequest, dict[str, Any] | None, str | None, str]] = []
+        for call in calls:
+            args: dict[str, Any] | None
+            try:
+                args, error = call.parse_arguments(), None
+            except ValueError as exc:
+                args, error = None, f"{exc}. Send the arguments as one JSON object."
+            step = step_id_for(call.name, args or {}, self._kind(call.name))
+            planned.append((call, args, error, step))
+            yield ToolCallEvent(
+                call_id=call.id, name=call.name, iteration=iteration,
+                arguments=args if args is not None else call.arguments,
+            )
+        tasks = [
+            asyncio.ensure_future(self._run_one(index, *plan))
+            for index, plan in enumerate(planned)
+        ]
+        results: dict[int, ToolResult] = {}
+        try:
+            for finished in asyncio.as_completed(tasks):
+                index, result, ms = await finished
+                results[index] = result
+                call = planned[index][0]
+                yield ToolResultEvent(
+                    call_id=call.id, name=call.name, ok=result.ok,
+                    output=redact_text(result.output) if result.ok else "",
+                    error=None if result.ok else redact_text(result.error or "error"),
+                    duration_ms=round(ms, 2),
+                )
+                if result.loaded_tools:
+                    yield ToolsLoaded(names=list(result.loaded_tools))
+        finally:
+            for task in tasks:
+                task.cancel()
+        for index, (call, _args, _error, step) in enumerate(planned):
+            result = results[index]
+            text = redact_text(result.text)
+            stop = self._track(result, result.step or step)
+            if stop is not None:
+                action = self.step_iteration.on_limit_reached if self.step_iteration else "skip_step"
+                yield stop.event(action)
+                if action == "skip_step":
+                    self.skipped[stop.step_id] = stop.reason
+                    text += f"\n[{stop.reason}. This step is skipped for the rest of the run.]"
+                else:
+                    self.outcome = Stopped(
+                        status="stopped", reason=stop.reason, escalated=action == "escalate"
+                    )
+            messages.append(ChatMessage.tool(call.id, text, name=call.name))
+
+    def _track(self, result: ToolResult, step: str) -> Stop | None:
+        if self.tracker is None:
+            return None
+        if result.ok:
+            self.tracker.record_success(step)
+            return None
+        decision = self.tracker.record_failure(step, result.error or "")
+        return decision if isinstance(decision, Stop) else None

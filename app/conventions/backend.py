@@ -1,0 +1,29 @@
+"""`recall_knowledge` back-end: conventions from the table, scoped by directory (SPEC §6.4)."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.conventions.recall import recall_conventions, search_conventions
+from app.conventions.repository import ConventionRepository
+from app.tools.base import ToolResult
+
+
+class ConventionRecall:
+    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+        self._sessionmaker = sessionmaker
+
+    async def recall(
+        self, *, query: str, limit: int, directory: str | None, scope: str | None
+    ) -> ToolResult:
+        scoped = scope == "conventions" and directory is not None
+        async with self._sessionmaker() as session:
+            rows = await ConventionRepository(session).for_language(query if scoped else None)
+        if scoped:
+            lines = recall_conventions(rows, language=query, directory=directory, limit=limit)
+        else:
+            lines = search_conventions(rows, query, limit)
+        if not lines:
+            where = f" for {directory!r}" if scoped else ""
+            return ToolResult.success(f"No conventions found{where} matching {query!r}.")
+        return ToolResult.success("\n".join(lines))

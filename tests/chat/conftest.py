@@ -1,0 +1,53 @@
+"""Chat tests: the Quiver app on a real uvicorn server, a scripted LLM on another."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from app.config import Settings
+from app.main import create_app
+from tests.conftest import ADMIN_TOKEN
+from tests.fixtures.live import serve_app
+from tests.fixtures.scripted_llm import (  # noqa: F401 - fixtures
+    ScriptedLLM,
+    scripted_llm,
+    scripted_llm_factory,
+    scripted_llm_session,
+)
+
+
+@pytest.fixture
+async def live(settings: Settings, scripted_llm: ScriptedLLM) -> AsyncIterator[httpx.AsyncClient]:
+    """An admin client for a live Quiver (committing to the session's test database)."""
+    live_settings = settings.model_copy(update={
+        "llm_base_url": scripted_llm.base_url, "llm_max_retries": 2, "tool_timeout_s": 5.0,
+        "sse_ping_s": 15.0,
+    })
+    async with serve_app(create_app(live_settings)) as base_url, httpx.AsyncClient(
+        base_url=base_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as client:
+        yield client
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+CreateAgent = Callable[..., Awaitable[dict[str, Any]]]
+
+
+@pytest.fixture
+def create_agent(live: httpx.AsyncClient) -> CreateAgent:
+    async def create(**fields: Any) -> dict[str, Any]:
+        body = {"name": unique("agent"), "instructions": "You are a test agent.", **fields}
+        response = await live.post("/api/v1/agents", json=body)
+        assert response.status_code == 201, response.text
+        data: dict[str, Any] = response.json()
+        return data
+
+    return create
