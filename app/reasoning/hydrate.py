@@ -26,7 +26,7 @@ from app.reasoning.extractors import Reference, extract_references
 from app.tools.base import ToolDef, ToolResult
 
 CallTool = Callable[[str, str, dict[str, Any]], Awaitable[ToolResult]]
-ToolArgs = Callable[[str, Reference], "dict[str, Any] | None"]
+ToolArgs = Callable[[str, Reference], dict[str, Any] | None]
 
 HEADER = "[PRE_HYDRATED_CONTEXT]"
 INTRO = "The following references were resolved from the task input:"
