@@ -1,0 +1,220 @@
+"""Connector actions: the schema the model sees, argument validation and request placement.
+
+Locations (SPEC §3.1): a property's `x-location` wins; otherwise `path` when the action's
+path has that `{placeholder}`, `query` for GET/DELETE (and HEAD/OPTIONS), else `body`.
+
+`action_parameters_schema()` strips `x-location` from the top-level properties: where a
+value goes is the executor's business, and the model reads fewer tokens without it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+from urllib.parse import quote
+
+from jsonschema import exceptions as jsonschema_exceptions
+from jsonschema import validators
+from rapidfuzz import process
+
+from app.connectors.models import ConnectorAction
+
+LOCATIONS = ("path", "query", "header", "body")
+_QUERY_METHODS = frozenset({"GET", "DELETE", "HEAD", "OPTIONS"})
+_PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
+_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}")
+_MAX_ERRORS = 5
+_MISSING = object()
+
+
+class ParameterError(Exception):
+    """Arguments cannot be turned into a request (message is safe to show the model)."""
+
+
+@dataclass(kw_only=True)
+class RequestParts:
+    path: str
+    query: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    has_body: bool = False
+
+
+def _properties(action: ConnectorAction) -> dict[str, Any]:
+    props = (action.parameters or {}).get("properties") or {}
+    return props if isinstance(props, dict) else {}
+
+
+def path_placeholders(path: str) -> list[str]:
+    return _PLACEHOLDER.findall(path)
+
+
+def action_parameters_schema(action: ConnectorAction) -> dict[str, Any]:
+    """The JSON Schema the model receives for `action` (`x-location` removed)."""
+    schema = copy.deepcopy(action.parameters or {})
+    schema.setdefault("type", "object")
+    props = schema.setdefault("properties", {})
+    if isinstance(props, dict):
+        for prop in props.values():
+            if isinstance(prop, dict):
+                prop.pop("x-location", None)
+    return schema
+
+
+def resolve_location(action: ConnectorAction, param_name: str) -> str:
+    """Where `param_name` goes in the request: path, query, header or body."""
+    prop = _properties(action).get(param_name)
+    if isinstance(prop, dict) and prop.get("x-location") in LOCATIONS:
+        return str(prop["x-location"])
+    if param_name in path_placeholders(action.path or ""):
+        return "path"
+    if (action.method or "GET").upper() in _QUERY_METHODS:
+        return "query"
+    return "body"
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Any:
+    schema = json.loads(schema_json)
+    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def validate_arguments(action: ConnectorAction, arguments: Mapping[str, Any]) -> None:
+    """Raise `ParameterError` listing what is wrong with `arguments`."""
+    schema = action.parameters or {"type": "object"}
+    try:
+        validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+    except jsonschema_exceptions.SchemaError as exc:
+        raise ParameterError(
+            f"Action {action.name!r} has an invalid parameter schema: {exc.message}"
+        ) from exc
+    problems = [_describe(err) for err in validator.iter_errors(dict(arguments))]
+    props = _properties(action)
+    if props and not schema.get("additionalProperties"):
+        problems += [_unknown(name, props) for name in arguments if name not in props]
+    if problems:
+        shown = "; ".join(sorted(problems)[:_MAX_ERRORS])
+        more = f" (+{len(problems) - _MAX_ERRORS} more)" if len(problems) > _MAX_ERRORS else ""
+        raise ParameterError(f"Invalid parameters for {action.name!r}: {shown}{more}")
+
+
+def _describe(err: Any) -> str:
+    where = "/".join(str(p) for p in err.absolute_path) or "(root)"
+    return f"{where}: {err.message}"
+
+
+def _unknown(name: str, props: Mapping[str, Any]) -> str:
+    valid = sorted(props)
+    hint = ""
+    match = process.extractOne(name, valid, score_cutoff=70)
+    if match:
+        hint = f" (did you mean {match[0]!r}?)"
+    return f"{name}: unknown parameter{hint}; valid: {', '.join(valid)}"
+
+
+def build_request_parts(action: ConnectorAction, arguments: Mapping[str, Any]) -> RequestParts:
+    """Place each argument by location and render the body template."""
+    path = action.path or "/"
+    parts = RequestParts(path=path)
+    body: dict[str, Any] = {}
+    for name, value in arguments.items():
+        location = resolve_location(action, name)
+        if value is None and location != "body":
+            continue
+        if location == "path":
+            parts.path = parts.path.replace("{" + name + "}", _path_segment(name, value))
+        elif location == "query":
+            parts.query[name] = _query_value(value)
+        elif location == "header":
+            parts.headers[name] = _header_value(name, value)
+        else:
+            body[name] = value
+    missing = path_placeholders(parts.path)
+    if missing:
+        raise ParameterError(f"Missing path parameter(s) for {action.name!r}: {', '.join(missing)}")
+    if action.body_template is not None:
+        parts.body = render_template(action.body_template, arguments)
+        parts.has_body = True
+    elif body:
+        parts.body = body
+        parts.has_body = True
+    return parts
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
+
+
+def _path_segment(name: str, value: Any) -> str:
+    text = _text(value)
+    if not text or "/" in text or "\\" in text or ".." in text:
+        raise ParameterError(
+            f"Path parameter {name!r} must be a non-empty segment without '/', '\\' or '..'"
+        )
+    return quote(text, safe="")
+
+
+def _query_value(value: Any) -> str | list[str]:
+    if isinstance(value, list):
+        return [_text(v) for v in value]
+    return _text(value)
+
+
+def _header_value(name: str, value: Any) -> str:
+    text = _text(value)
+    if "\r" in text or "\n" in text:
+        raise ParameterError(f"Header parameter {name!r} must not contain line breaks")
+    return text
+
+
+def render_template(template: Any, arguments: Mapping[str, Any]) -> Any:
+    """Replace `{{param}}` in string leaves; a leaf that is exactly one placeholder keeps
+    the value's JSON type, and is dropped from its object when the parameter is absent."""
+    rendered = _render(template, arguments)
+    return None if rendered is _MISSING else rendered
+
+
+def _render(node: Any, arguments: Mapping[str, Any]) -> Any:
+    if isinstance(node, str):
+        whole = _TEMPLATE.fullmatch(node.strip())
+        if whole:
+            return _lookup(arguments, whole.group(1))
+        return _TEMPLATE.sub(lambda m: _text(_present(_lookup(arguments, m.group(1)))), node)
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            rendered = _render(value, arguments)
+            if rendered is not _MISSING:
+                out[key] = rendered
+        return out
+    if isinstance(node, list):
+        return [_present(_render(item, arguments)) for item in node]
+    return node
+
+
+def _present(value: Any) -> Any:
+    return None if value is _MISSING else value
+
+
+def _lookup(arguments: Mapping[str, Any], dotted: str) -> Any:
+    if dotted in arguments:
+        return arguments[dotted]
+    current: Any = arguments
+    for part in dotted.split("."):
+        if not isinstance(current, Mapping) or part not in current:
+            return _MISSING
+        current = current[part]
+    return current

@@ -1,0 +1,455 @@
+"""Outbound HTTP guard shared by connectors and the built-in `http_fetch` (SPEC §7.1).
+
+Why it is built this way:
+
+* Every address a host resolves to is checked, and the request then connects to *that*
+  address: the URL is rewritten to the checked IP while the `Host` header and the TLS SNI /
+  certificate name (`sni_hostname` request extension) keep the real host name. There is no
+  second DNS lookup, so DNS rebinding between the check and the connect cannot happen.
+* Redirects are followed here (never by httpx), and every hop goes through the same check;
+  credentials are stripped when a redirect leaves the origin.
+* Denied by default: private, loopback, link-local, CGNAT, multicast, reserved, unspecified,
+  IPv4-mapped/compatible IPv6, NAT64, 6to4/Teredo embedding a non-public IPv4, cloud metadata
+  addresses and names, non-canonical IPv4 spellings (`127.1`, `0x7f000001`, `2130706433`),
+  non-http(s) schemes and URLs carrying userinfo. `Settings.egress_allow_cidrs` opens ranges;
+  a metadata address is only opened by listing exactly that address (`169.254.169.254/32`).
+
+How a caller (e.g. `http_fetch`) uses it::
+
+    guard = EgressGuard(settings)
+    try:
+        resp = await guarded_request(
+            http, guard, "GET", url, timeout=settings.http_timeout_s,
+            max_bytes=settings.http_max_response_bytes,
+        )
+    except FetchError as exc:          # EgressBlocked, HostNotFound, RequestTimeout, ...
+        return ToolResult.fail(str(exc), retryable=exc.retryable)
+    text = resp.text()                  # resp.status_code, resp.headers, resp.truncated
+
+The shared `httpx.AsyncClient` may be any client (see `new_http_client`); requests are built
+without the client's cookies and never follow redirects inside httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+import socket
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from app.config import Settings
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200")
+)
+_METADATA_HOSTS = frozenset(
+    {"metadata.google.internal", "metadata.goog", "metadata", "instance-data",
+     "instance-data.ec2.internal", "metadata.azure.internal"}
+)
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_V4_COMPAT = ipaddress.ip_network("::/96")
+_HOSTNAME = re.compile(r"[a-z0-9_.-]+")
+_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_ALWAYS_STRIPPED = ("authorization", "proxy-authorization", "cookie")
+_BODY_HEADERS = ("content-type", "content-length", "transfer-encoding")
+USER_AGENT = "Quiver/0.1 (egress-guarded)"
+
+
+class FetchError(Exception):
+    """An outbound request could not be made or completed; `str()` is safe to show the model."""
+
+    retryable = False
+
+
+class EgressBlocked(FetchError):
+    """The destination is not allowed."""
+
+
+class HostNotFound(FetchError):
+    retryable = True
+
+
+class ConnectFailed(FetchError):
+    retryable = True
+
+
+class RequestTimeout(FetchError):
+    retryable = True
+
+    def __init__(self, phase: str, seconds: float) -> None:
+        super().__init__(f"Timed out after {seconds:g}s ({phase})")
+        self.phase = phase
+
+
+class TooManyRedirects(FetchError):
+    pass
+
+
+class UpstreamProtocolError(FetchError):
+    retryable = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeouts:
+    connect: float
+    read: float
+    total: float
+
+    @classmethod
+    def coerce(cls, value: float | Timeouts) -> Timeouts:
+        if isinstance(value, Timeouts):
+            return value
+        return cls(connect=min(10.0, value), read=value, total=value)
+
+    def for_httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(
+            connect=self.connect, read=self.read, write=self.read, pool=self.connect
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedTarget:
+    """A URL whose host was resolved and whose every address passed the guard."""
+
+    url: httpx.URL
+    host: str
+    port: int
+    addresses: tuple[Address, ...]
+    is_literal: bool
+
+    def pinned_url(self, address: Address) -> httpx.URL:
+        return self.url.copy_with(host=str(address), port=self.port)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuardedResponse:
+    status_code: int
+    reason: str
+    headers: httpx.Headers
+    body: bytes
+    truncated: bool
+    final_url: str
+    redirects: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        charset = httpx.Response(200, headers=self.headers).charset_encoding or "utf-8"
+        try:
+            return self.body.decode(charset, errors="replace")
+        except LookupError:
+            return self.body.decode("utf-8", errors="replace")
+
+
+def display_url(url: httpx.URL) -> str:
+    """The URL without userinfo, query or fragment (they may carry secrets)."""
+    host = url.raw_host.decode("ascii", errors="replace")
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{url.scheme}://{host}{port}{url.raw_path.decode('ascii', 'replace').split('?')[0]}"
+
+
+def blocked_reason(address: Address) -> str | None:
+    """Why `address` is not a public destination, or None if it is."""
+    if address in _METADATA_ADDRESSES:
+        return "cloud metadata"
+    if isinstance(address, ipaddress.IPv6Address):
+        reason = _ipv6_reason(address)
+        if reason:
+            return reason
+    if address.is_unspecified:
+        return "unspecified"
+    if address.is_loopback:
+        return "loopback"
+    if address.is_link_local:
+        return "link-local"
+    if isinstance(address, ipaddress.IPv4Address) and address in _CGNAT:
+        return "CGNAT shared address space"
+    if address.is_multicast:
+        return "multicast"
+    if address.is_private:
+        return "private"
+    if address.is_reserved:
+        return "reserved"
+    if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
+        return "site-local"
+    if not address.is_global:
+        return "non-public"
+    return None
+
+
+def _ipv6_reason(address: ipaddress.IPv6Address) -> str | None:
+    if address.ipv4_mapped is not None:
+        return "IPv4-mapped IPv6"
+    if address in _V4_COMPAT and int(address) > 1:
+        return "IPv4-compatible IPv6"
+    if any(address in net for net in _NAT64):
+        return "NAT64"
+    if address.sixtofour is not None:
+        inner = blocked_reason(address.sixtofour)
+        return f"6to4 embedding {inner} {address.sixtofour}" if inner else None
+    if address.teredo is not None:
+        inner = blocked_reason(address.teredo[1])
+        return f"Teredo embedding {inner} {address.teredo[1]}" if inner else None
+    return None
+
+
+class EgressGuard:
+    """Decides whether a URL may be fetched; resolves it once for the connect."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._allowed: tuple[Network, ...] = tuple(
+            ipaddress.ip_network(cidr, strict=False) for cidr in settings.egress_allow_cidrs
+        )
+
+    def is_allowed(self, address: Address) -> bool:
+        if address in _METADATA_ADDRESSES:
+            return any(net.num_addresses == 1 and address in net for net in self._allowed)
+        return any(net.version == address.version and address in net for net in self._allowed)
+
+    def check_address(self, address: Address, *, url: str) -> None:
+        reason = blocked_reason(address)
+        if reason and not self.is_allowed(address):
+            raise EgressBlocked(
+                f"Egress blocked: {address} ({reason}) is not an allowed destination for {url}"
+            )
+
+    async def check_url(self, url: str | httpx.URL) -> ResolvedTarget:
+        """Parse, resolve and check `url`; raise `EgressBlocked`/`HostNotFound` otherwise."""
+        parsed = _parse(url)
+        shown = display_url(parsed)
+        host = parsed.raw_host.decode("ascii").lower()
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        literal = _literal_address(host, shown)
+        if literal is not None:
+            self.check_address(literal, url=shown)
+            if str(literal) != host:
+                raise EgressBlocked(
+                    f"Egress blocked: {host!r} is a non-canonical spelling of {literal}; "
+                    f"write the address in standard form ({shown})"
+                )
+            return ResolvedTarget(
+                url=parsed, host=host, port=port, addresses=(literal,), is_literal=True
+            )
+        name = host.rstrip(".")
+        if name in _METADATA_HOSTS:
+            raise EgressBlocked(
+                f"Egress blocked: {name} (cloud metadata) is not an allowed destination for {shown}"
+            )
+        addresses = await _resolve(name, port, shown)
+        for address in addresses:
+            self.check_address(address, url=shown)
+        return ResolvedTarget(
+            url=parsed, host=name, port=port, addresses=addresses, is_literal=False
+        )
+
+
+def _parse(url: str | httpx.URL) -> httpx.URL:
+    try:
+        parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise EgressBlocked(f"Egress blocked: invalid URL ({exc})") from exc
+    if parsed.scheme not in ("http", "https"):
+        scheme = parsed.scheme or "(none)"
+        raise EgressBlocked(f"Egress blocked: scheme {scheme!r} is not allowed (http/https only)")
+    if parsed.userinfo:
+        raise EgressBlocked(
+            "Egress blocked: URLs with embedded credentials (user@host) are not allowed"
+        )
+    if not parsed.raw_host:
+        raise EgressBlocked("Egress blocked: URL has no host")
+    return parsed
+
+
+def _literal_address(host: str, shown: str) -> Address | None:
+    """The IP address a host string spells, in any form a resolver would accept."""
+    if ":" in host:
+        if "%" in host:
+            raise EgressBlocked(f"Egress blocked: scoped IPv6 addresses are not allowed ({shown})")
+        try:
+            return ipaddress.IPv6Address(host)
+        except ValueError as exc:
+            raise EgressBlocked(f"Egress blocked: malformed IPv6 address in {shown}") from exc
+    if not _HOSTNAME.fullmatch(host):
+        raise EgressBlocked(f"Egress blocked: invalid host name {host!r}")
+    labels = host.rstrip(".").split(".")
+    if not _NUMERIC_LABEL.fullmatch(labels[-1]):
+        return None
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host.rstrip(".")))
+    except OSError as exc:
+        raise EgressBlocked(f"Egress blocked: malformed IPv4 address {host!r}") from exc
+
+
+async def _resolve(host: str, port: int, shown: str) -> tuple[Address, ...]:
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise HostNotFound(f"Cannot resolve host {host!r} ({shown})") from exc
+    found: dict[Address, None] = {}
+    for *_, sockaddr in infos:
+        found[ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])] = None
+    if not found:
+        raise HostNotFound(f"Cannot resolve host {host!r} ({shown})")
+    return tuple(found)
+
+
+def new_http_client(settings: Settings) -> httpx.AsyncClient:
+    """A client suited to `guarded_request`: no env proxies, no redirects, pooled."""
+    return httpx.AsyncClient(
+        follow_redirects=False,
+        trust_env=False,
+        timeout=Timeouts.coerce(settings.http_timeout_s).for_httpx(),
+        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+    )
+
+
+async def guarded_request(
+    client: httpx.AsyncClient,
+    guard: EgressGuard,
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    params: Mapping[str, Any] | None = None,
+    json: Any = None,
+    content: bytes | str | None = None,
+    timeout: float | Timeouts,  # noqa: ASYNC109 - split into connect/read/total below
+    max_bytes: int,
+    max_redirects: int = 5,
+    strip_on_redirect: Iterable[str] = (),
+) -> GuardedResponse:
+    """Send a request through the egress guard, following up to `max_redirects` checked hops."""
+    timeouts = Timeouts.coerce(timeout)
+    request = httpx.Request(
+        method.upper(), url, headers=headers, params=params, json=json, content=content
+    )
+    request.headers.setdefault("User-Agent", USER_AGENT)
+    sensitive = {*_ALWAYS_STRIPPED, *(h.lower() for h in strip_on_redirect)}
+    try:
+        async with asyncio.timeout(timeouts.total):
+            return await _follow(client, guard, request, timeouts, max_bytes, max_redirects,
+                                 sensitive)
+    except TimeoutError as exc:
+        raise RequestTimeout("total", timeouts.total) from exc
+
+
+async def _follow(
+    client: httpx.AsyncClient,
+    guard: EgressGuard,
+    request: httpx.Request,
+    timeouts: Timeouts,
+    max_bytes: int,
+    max_redirects: int,
+    sensitive: set[str],
+) -> GuardedResponse:
+    for hop in range(max_redirects + 1):
+        target = await guard.check_url(request.url)
+        response = await _send_pinned(client, request, target, timeouts)
+        location = response.headers.get("location")
+        if response.status_code in _REDIRECTS and location:
+            await response.aclose()
+            if hop == max_redirects:
+                shown = display_url(request.url)
+                raise TooManyRedirects(f"Too many redirects (over {max_redirects}) from {shown}")
+            request = _redirect(request, response.status_code, location, sensitive)
+            continue
+        body, truncated = await _read_capped(response, max_bytes, timeouts)
+        return GuardedResponse(
+            status_code=response.status_code,
+            reason=response.reason_phrase,
+            headers=response.headers,
+            body=body,
+            truncated=truncated,
+            final_url=str(request.url),
+            redirects=hop,
+        )
+    raise AssertionError("unreachable")  # pragma: no cover - loop always returns or raises
+
+
+async def _send_pinned(
+    client: httpx.AsyncClient, request: httpx.Request, target: ResolvedTarget, timeouts: Timeouts
+) -> httpx.Response:
+    extensions: dict[str, Any] = {"timeout": timeouts.for_httpx().as_dict()}
+    if not target.is_literal and target.url.scheme == "https":
+        extensions["sni_hostname"] = target.host
+    last: Exception | None = None
+    for address in target.addresses:
+        pinned = httpx.Request(
+            request.method,
+            target.pinned_url(address),
+            headers=request.headers,
+            content=request.content,
+            extensions=extensions,
+        )
+        try:
+            return await client.send(pinned, stream=True, follow_redirects=False)
+        except httpx.ConnectTimeout as exc:
+            raise RequestTimeout("connect", timeouts.connect) from exc
+        except httpx.ConnectError as exc:
+            last = exc
+        except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
+            phase = type(exc).__name__.removesuffix("Timeout").lower()
+            raise RequestTimeout(phase, timeouts.read) from exc
+        except httpx.TransportError as exc:
+            raise UpstreamProtocolError(
+                f"{type(exc).__name__} talking to {display_url(request.url)}"
+            ) from exc
+    raise ConnectFailed(f"Cannot connect to {display_url(request.url)} ({last})")
+
+
+def _redirect(
+    request: httpx.Request, status: int, location: str, sensitive: set[str]
+) -> httpx.Request:
+    try:
+        url = request.url.join(location)
+    except httpx.InvalidURL as exc:
+        raise EgressBlocked(f"Egress blocked: invalid redirect location ({exc})") from exc
+    method = request.method
+    content: bytes | None = request.content
+    headers = httpx.Headers(request.headers)
+    if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
+        method, content = "GET", None
+        for name in _BODY_HEADERS:
+            headers.pop(name, None)
+    if (url.scheme, url.host, url.port) != (request.url.scheme, request.url.host, request.url.port):
+        for name in sensitive:
+            headers.pop(name, None)
+    headers.pop("host", None)
+    return httpx.Request(method, url, headers=headers, content=content)
+
+
+async def _read_capped(
+    response: httpx.Response, max_bytes: int, timeouts: Timeouts
+) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    truncated = False
+    try:
+        async for chunk in response.aiter_bytes():
+            room = max_bytes - size
+            if len(chunk) > room:
+                chunks.append(chunk[:room])
+                truncated = True
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except httpx.ReadTimeout as exc:
+        raise RequestTimeout("read", timeouts.read) from exc
+    except httpx.TransportError as exc:
+        raise UpstreamProtocolError(f"{type(exc).__name__} while reading the response") from exc
+    finally:
+        await response.aclose()
+    return b"".join(chunks), truncated
