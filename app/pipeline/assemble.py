@@ -1,0 +1,232 @@
+"""The per-request tool pipeline (SPEC §4.1): eight small steps, each tested on its own.
+
+1 built-ins · 2 category filter · 3 connectors · 4 databases · 5 MCP servers · 6 skills ·
+7 tool profile · 8 runtime selection. Steps 3-6 give one meta-tool in progressive mode or
+the legacy tools; every step composes toolsets (STYLE rule 7) instead of editing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from app.agents.config import ToolProfile
+from app.agents.models import Agent
+from app.config import Settings, SkillMode, ToolMode
+from app.connectors.models import Connector
+from app.databases.models import DatabaseConnector
+from app.mcp.models import McpServer
+from app.pipeline.mode import ResolvedConfig, ResolvedModes, parse_agent_config, resolve_config
+from app.pipeline.selection import LlmSelector, SelectionResult, select_tools
+from app.pipeline.toolset import AssembledToolset
+from app.reasoning.profile import apply_profile
+from app.skills.models import Skill
+from app.tools import legacy
+from app.tools.backends import Backends
+from app.tools.base import Toolset
+from app.tools.builtins import builtin_toolset
+from app.tools.combined import CombinedToolset
+from app.tools.meta.connector import connector_meta_toolset
+from app.tools.meta.database import database_meta_toolset
+from app.tools.meta.mcp import mcp_meta_toolset
+from app.tools.meta.read_skill import read_skill_toolset
+from app.tools.meta.request_tools import RequestToolsToolset
+from app.tools.names import NameAllocator
+from app.tools.stubs import skills_inline, skills_section
+from app.tools.wrappers import ActiveSetToolset, FilteredToolset
+
+KINDS = ("builtin", "connector", "database", "mcp", "skill")
+META_NAMES = frozenset({"connector", "database", "mcp", "read_skill", "request_tools"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class KindPart:
+    """What one of steps 3-6 contributes: a toolset (or none) and a system-prompt section."""
+
+    toolset: Toolset | None = None
+    prompt: str = ""
+    pinned: frozenset[str] = frozenset()
+    """Meta-tool names: kept by runtime selection whatever the query."""
+
+
+# --- step 1 and 2 -------------------------------------------------------------------------
+
+
+def step_builtins(backends: Backends) -> Toolset:
+    """Step 1: `http_fetch`, `recall_knowledge`."""
+    return builtin_toolset(backends)
+
+
+def allowed_kinds(tool_categories: Sequence[object] | None) -> frozenset[str]:
+    """`agent.tool_categories` → allowed kinds; null means every kind, unknown values ignored."""
+    if tool_categories is None:
+        return frozenset(KINDS)
+    return frozenset(str(k) for k in tool_categories) & frozenset(KINDS)
+
+
+def step_category_filter(builtins: Toolset, allowed: frozenset[str]) -> Toolset:
+    """Step 2: drop built-ins whose kind the agent does not allow (steps 3-6 check `allowed`)."""
+    return FilteredToolset(
+        builtins, lambda tool: tool.kind in allowed, reason="category not allowed"
+    )
+
+
+# --- steps 3 to 6 -------------------------------------------------------------------------
+
+
+def step_connectors(
+    connectors: Sequence[Connector], mode: ToolMode, backends: Backends, names: NameAllocator
+) -> KindPart:
+    if not connectors:
+        return KindPart()
+    if mode is ToolMode.LEGACY:
+        return KindPart(toolset=legacy.connector_tools(connectors, backends.connectors, names))
+    toolset = connector_meta_toolset(connectors, backends.connectors)
+    return KindPart(toolset=toolset, pinned=frozenset(toolset.list_tools()))
+
+
+def step_databases(
+    databases: Sequence[DatabaseConnector],
+    mode: ToolMode,
+    backends: Backends,
+    names: NameAllocator,
+) -> KindPart:
+    if not databases:
+        return KindPart()
+    if mode is ToolMode.LEGACY:
+        return KindPart(toolset=legacy.database_tools(databases, backends.databases, names))
+    toolset = database_meta_toolset(databases, backends.databases)
+    return KindPart(toolset=toolset, pinned=frozenset(toolset.list_tools()))
+
+
+def step_mcp(
+    servers: Sequence[McpServer], mode: ToolMode, backends: Backends, names: NameAllocator
+) -> KindPart:
+    if not servers:
+        return KindPart()
+    if mode is ToolMode.LEGACY:
+        return KindPart(toolset=legacy.mcp_tools_legacy(servers, backends.mcp, names))
+    toolset = mcp_meta_toolset(servers, backends.mcp)
+    return KindPart(toolset=toolset, pinned=frozenset(toolset.list_tools()))
+
+
+def step_skills(skills: Sequence[Skill], mode: SkillMode) -> KindPart:
+    """Progressive: stubs in the prompt + `read_skill`. Inline: full content, no tool."""
+    if not skills:
+        return KindPart()
+    if mode is SkillMode.INLINE:
+        return KindPart(prompt=skills_inline(skills))
+    toolset = read_skill_toolset(skills)
+    return KindPart(
+        toolset=toolset, prompt=skills_section(skills), pinned=frozenset(toolset.list_tools())
+    )
+
+
+# --- step 7 and 8 -------------------------------------------------------------------------
+
+
+def step_profile(toolset: Toolset, profile: ToolProfile | None) -> Toolset:
+    """Step 7: the agent's tool profile (§6.1) over the names the model sees."""
+    if profile is None:
+        return toolset
+    kept = apply_profile(
+        list(toolset.list_tools().values()),
+        profile,
+        name=lambda t: t.name,
+        description=lambda t: t.description,
+    )
+    return FilteredToolset.keeping(
+        toolset, (t.name for t in kept), reason="excluded by its tool profile"
+    )
+
+
+async def step_selection(
+    toolset: Toolset,
+    query: str,
+    config: ResolvedConfig,
+    *,
+    pinned: frozenset[str],
+    selector: LlmSelector | None = None,
+) -> tuple[Toolset, SelectionResult | None, ActiveSetToolset | None]:
+    """Step 8: above the threshold, an active set of the top tools plus `request_tools`."""
+    result = await select_tools(
+        query,
+        list(toolset.list_tools().values()),
+        pinned=pinned,
+        threshold=config.selection_threshold,
+        max_tools=config.selection_max,
+        strategy=config.selection_strategy,
+        selector=selector,
+    )
+    if result is None:
+        return toolset, None, None
+    active = ActiveSetToolset(toolset, result.active)
+    visible = CombinedToolset([active, RequestToolsToolset(active)], label="selected")
+    return visible, result, active
+
+
+def build_system_prompt(instructions: str, sections: Iterable[str]) -> str:
+    """Agent instructions, then each non-empty section, separated by blank lines."""
+    parts = [instructions.strip(), *(s.strip() for s in sections)]
+    return "\n\n".join(p for p in parts if p)
+
+
+# --- the whole pipeline -------------------------------------------------------------------
+
+
+def _kind_parts(
+    agent: Agent, modes: ResolvedModes, backends: Backends, allowed: frozenset[str]
+) -> list[KindPart]:
+    names = NameAllocator(reserved=META_NAMES | {"http_fetch", "recall_knowledge"})
+    parts: list[KindPart] = []
+    if "connector" in allowed:
+        parts.append(step_connectors(agent.connectors, modes.connector, backends, names))
+    if "database" in allowed:
+        parts.append(step_databases(agent.databases, modes.database, backends, names))
+    if "mcp" in allowed:
+        parts.append(step_mcp(agent.mcp_servers, modes.mcp, backends, names))
+    if "skill" in allowed:
+        parts.append(step_skills(agent.skills, modes.skill))
+    return parts
+
+
+async def assemble_toolset(
+    agent: Agent,
+    settings: Settings,
+    backends: Backends,
+    query: str,
+    *,
+    modes: ResolvedModes | None = None,
+    selector: LlmSelector | None = None,
+    select: bool = True,
+) -> AssembledToolset:
+    """Build what the model receives for this agent and message.
+
+    `modes` overrides the resolved modes (the preview's all-legacy baseline); `select=False`
+    skips step 8. `agent` must have connectors (with actions), databases, mcp_servers and
+    skills loaded.
+    """
+    config = resolve_config(parse_agent_config(agent.model_config_json), settings)
+    modes = modes or config.modes
+    allowed = allowed_kinds(agent.tool_categories)
+    builtins = step_category_filter(step_builtins(backends), allowed)
+    parts = _kind_parts(agent, modes, backends, allowed)
+    sources = [builtins, *(p.toolset for p in parts if p.toolset is not None)]
+    base = CombinedToolset(sources, label="agent")
+    full = step_profile(base, config.tool_profile)
+    pinned = frozenset().union(*(p.pinned for p in parts))
+    visible, selection, active = (full, None, None)
+    if select:
+        visible, selection, active = await step_selection(
+            full, query, config, pinned=pinned, selector=selector
+        )
+    return AssembledToolset(
+        config=config,
+        modes=modes,
+        system_prompt=build_system_prompt(agent.instructions or "", (p.prompt for p in parts)),
+        base=base,
+        full=full,
+        visible=visible,
+        selection=selection,
+        active_set=active,
+    )

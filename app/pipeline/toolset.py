@@ -1,0 +1,72 @@
+"""`AssembledToolset`: the pipeline's output and the loop's single entry point for tools."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.pipeline.mode import ResolvedConfig, ResolvedModes
+from app.pipeline.selection import SelectionResult
+from app.tools.base import CallContext, ToolDef, ToolResult, Toolset
+from app.tools.guard import safe_call
+from app.tools.suggest import unknown_name
+from app.tools.validation import invalid_arguments, validate_arguments
+from app.tools.wrappers import Activation, ActiveSetToolset
+
+
+@dataclass(kw_only=True)
+class AssembledToolset:
+    """What one run uses: prompt, the tools the model sees now, and a guarded dispatcher.
+
+    `base` is every tool built for the agent, `full` what its profile allows (the set
+    `request_tools` and pre-hydration draw from), `visible` what the model receives.
+    """
+
+    config: ResolvedConfig
+    modes: ResolvedModes
+    system_prompt: str
+    base: Toolset
+    full: Toolset
+    visible: Toolset
+    selection: SelectionResult | None = None
+    active_set: ActiveSetToolset | None = None
+
+    @property
+    def tools(self) -> list[ToolDef]:
+        """The tools the model receives this turn (grows after `request_tools`)."""
+        return list(self.visible.list_tools().values())
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        return [tool.to_openai() for tool in self.tools]
+
+    def full_tools(self) -> Mapping[str, ToolDef]:
+        return self.full.list_tools()
+
+    def activate(self, names: Iterable[str]) -> Activation:
+        """Load tools into the active set (replaying a journal's `tools_loaded` events)."""
+        if self.active_set is None:
+            return Activation(already=tuple(n for n in names if n in self.full.list_tools()))
+        return self.active_set.activate(names)
+
+    async def call(
+        self, name: str, args: Any, ctx: CallContext, *, active_only: bool = True
+    ) -> ToolResult:
+        """Validate, then run one tool; every failure comes back as `ToolResult.fail`.
+
+        `active_only=False` reaches any tool the profile allows (pre-hydration's resolvers).
+        """
+        source = self.visible if active_only else self.full
+        tool = source.list_tools().get(name)
+        if tool is None:
+            if name in self.base.list_tools():
+                # A wrapper (profile, active set) explains why it is refused.
+                return await safe_call(source, name, args if isinstance(args, dict) else {}, ctx)
+            return ToolResult.fail(unknown_name("tool", name, list(source.list_tools())))
+        problem = validate_arguments(tool.parameters, args)
+        if problem:
+            return ToolResult.fail(invalid_arguments(name, problem))
+        return await safe_call(source, name, args, ctx)
+
+    async def aclose(self) -> None:
+        await self.base.aclose()

@@ -1,0 +1,146 @@
+"""Legacy mode: one tool per action / table operation / MCP tool, named `{resource}__{leaf}`.
+
+Names pass through one `NameAllocator` per assembly so they are sanitised and unique
+across every kind (a collision gets a `_2` suffix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.connectors.models import Connector, ConnectorAction
+from app.databases.models import DatabaseConnector
+from app.mcp.models import McpServer
+from app.tools.backends import ConnectorBackend, DatabaseBackend, McpBackend
+from app.tools.base import CallContext, ToolDef, ToolResult
+from app.tools.function import FunctionTool, FunctionToolset, Handler, with_step
+from app.tools.meta.database import describe_table, find_table, list_tables_text, run_query
+from app.tools.names import NameAllocator
+from app.tools.render import clip_output, model_schema, one_line
+from app.tools.rows import McpToolInfo, mcp_tools, visible_tables
+
+
+def _connector_handler(
+    backend: ConnectorBackend, connector: Connector, action: ConnectorAction
+) -> Handler:
+    async def handle(args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        result = await backend.execute(connector, action, args, ctx)
+        return with_step(result, f"connector:{connector.name}/{action.name}")
+
+    return handle
+
+
+def connector_tools(
+    connectors: Sequence[Connector], backend: ConnectorBackend, names: NameAllocator
+) -> FunctionToolset:
+    tools: list[FunctionTool] = []
+    for connector in connectors:
+        for action in connector.actions:
+            description = one_line(action.description) or f"{action.method} {action.path}"
+            tool = ToolDef(
+                name=names.allocate(f"{connector.name}__{action.name}"),
+                description=description,
+                parameters=model_schema(action.parameters),
+                kind="connector",
+                target=f"connector:{connector.name}/{action.name}",
+            )
+            handler = _connector_handler(backend, connector, action)
+            tools.append(FunctionTool(tool=tool, handler=handler))
+    return FunctionToolset(tools, label="connectors")
+
+
+def _database_handlers(
+    backend: DatabaseBackend, database: DatabaseConnector, query_tool: str
+) -> tuple[Handler, Handler, Handler]:
+    async def list_tables(args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        return ToolResult.success(clip_output(list_tables_text(database)))
+
+    async def describe(args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        found = find_table(database, str(args.get("table", "")))
+        if isinstance(found, ToolResult):
+            return found
+        return ToolResult.success(clip_output(describe_table(database, found)))
+
+    async def query(args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        return await run_query(backend, database, args.get("sql"), ctx, query_tool)
+
+    return list_tables, describe, query
+
+
+def _database_defs(database: DatabaseConnector, names: NameAllocator) -> tuple[ToolDef, ...]:
+    label = f"database {database.name!r} ({database.dialect})"
+    about = one_line(database.description)
+    suffix = f": {about}" if about else ""
+    tables = [t.name for t in visible_tables(database)]
+    target = f"database:{database.name}"
+    return (
+        ToolDef(
+            name=names.allocate(f"{database.name}__list_tables"),
+            description=f"List the tables of {label}{suffix}",
+            kind="database",
+            target=f"{target}/list_tables",
+        ),
+        ToolDef(
+            name=names.allocate(f"{database.name}__describe_table"),
+            description=f"Describe the columns of one table of {label}.",
+            parameters={
+                "type": "object",
+                "properties": {"table": {"type": "string", "enum": tables}},
+                "required": ["table"],
+                "additionalProperties": False,
+            },
+            kind="database",
+            target=f"{target}/describe_table",
+        ),
+        ToolDef(
+            name=names.allocate(f"{database.name}__query"),
+            description=(
+                f"Run one read-only SQL query on {label}; at most {database.max_rows} rows."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {"sql": {"type": "string"}},
+                "required": ["sql"],
+                "additionalProperties": False,
+            },
+            kind="database",
+            target=f"{target}/query",
+        ),
+    )
+
+
+def database_tools(
+    databases: Sequence[DatabaseConnector], backend: DatabaseBackend, names: NameAllocator
+) -> FunctionToolset:
+    tools: list[FunctionTool] = []
+    for database in databases:
+        defs = _database_defs(database, names)
+        handlers = _database_handlers(backend, database, defs[2].name)
+        tools.extend(FunctionTool(tool=d, handler=h) for d, h in zip(defs, handlers, strict=True))
+    return FunctionToolset(tools, label="databases")
+
+
+def _mcp_handler(backend: McpBackend, server: McpServer, tool: McpToolInfo) -> Handler:
+    async def handle(args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        result = await backend.call(server, tool.name, args, ctx)
+        return with_step(result, f"mcp:{server.name}/{tool.name}")
+
+    return handle
+
+
+def mcp_tools_legacy(
+    servers: Sequence[McpServer], backend: McpBackend, names: NameAllocator
+) -> FunctionToolset:
+    tools: list[FunctionTool] = []
+    for server in servers:
+        for info in mcp_tools(server):
+            tool = ToolDef(
+                name=names.allocate(f"{server.name}__{info.name}"),
+                description=info.description.strip(),
+                parameters=model_schema(info.input_schema),
+                kind="mcp",
+                target=f"mcp:{server.name}/{info.name}",
+            )
+            tools.append(FunctionTool(tool=tool, handler=_mcp_handler(backend, server, info)))
+    return FunctionToolset(tools, label="mcp")

@@ -1,0 +1,83 @@
+"""The short texts shown in progressive mode: skill stubs and the meta-tools' catalogs (§4.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.connectors.models import Connector
+from app.databases.models import DatabaseConnector
+from app.mcp.models import McpServer
+from app.skills.models import Skill
+from app.tools.render import one_line
+from app.tools.rows import mcp_tools, visible_tables
+from app.tools.suggest import format_choices
+
+SKILL_STUB_CHARS = 120
+ACTIONS_LISTED = 20
+TABLES_LISTED = 10
+MCP_TOOLS_LISTED = 20
+RESOURCE_DESCRIPTION_CHARS = 80
+
+SKILLS_HEADING = "## Available Skills"
+INLINE_SKILLS_HEADING = "## Skills"
+
+
+def skill_stub(skill: Skill) -> str:
+    """`- name: description`, one line, cut to 120 chars (117 + `...`)."""
+    return one_line(f"- {skill.name}: {skill.description}", SKILL_STUB_CHARS)
+
+
+def skills_section(skills: Sequence[Skill]) -> str:
+    """The progressive system-prompt section; empty when the agent has no skills."""
+    if not skills:
+        return ""
+    return "\n".join([SKILLS_HEADING, *(skill_stub(s) for s in skills)])
+
+
+def skill_body(skill: Skill) -> str:
+    """A skill's full text: what `read_skill` returns and what inline mode puts in the prompt."""
+    parts = [skill.content.strip()]
+    if skill.script:
+        kind = skill.script_type or ""
+        parts.append(f"Script ({kind or 'text'}):\n```{kind}\n{skill.script.rstrip()}\n```")
+    return "\n\n".join(p for p in parts if p)
+
+
+def skills_inline(skills: Sequence[Skill]) -> str:
+    """Inline mode: every skill's full content in the system prompt."""
+    if not skills:
+        return ""
+    blocks = [INLINE_SKILLS_HEADING]
+    for skill in skills:
+        head = f"### {skill.name}"
+        if skill.description:
+            head += f"\n{one_line(skill.description)}"
+        blocks.append(f"{head}\n\n{skill_body(skill)}")
+    return "\n\n".join(blocks)
+
+
+def _resource_line(name: str, description: str) -> str:
+    """`- name: description. ` (description cut to 80 chars) or `- name: `."""
+    text = one_line(description, RESOURCE_DESCRIPTION_CHARS).rstrip(". ")
+    return f"- {name}: {text}. " if text else f"- {name}: "
+
+
+def connector_stub(connector: Connector) -> str:
+    """`- jira: Jira Cloud. Actions (25): a, b, … and 5 more` (at most 20 action names)."""
+    names = [a.name for a in connector.actions]
+    line = _resource_line(connector.name, connector.description)
+    return f"{line}Actions ({len(names)}): {format_choices(names, listed=ACTIONS_LISTED)}"
+
+
+def database_stub(database: DatabaseConnector) -> str:
+    """`- sales: Sales data. Tables (30): a, …` (at most 10 table names, then the rest counted)."""
+    names = [t.name for t in visible_tables(database)]
+    line = _resource_line(database.name, database.description)
+    return f"{line}Tables ({len(names)}): {format_choices(names, listed=TABLES_LISTED)}"
+
+
+def mcp_stub(server: McpServer) -> str:
+    """`- github: GitHub. Tools (117): a, …` (at most 20 tool names, then the rest counted)."""
+    names = [t.name for t in mcp_tools(server)]
+    line = _resource_line(server.name, server.description)
+    return f"{line}Tools ({len(names)}): {format_choices(names, listed=MCP_TOOLS_LISTED)}"
