@@ -1,12 +1,38 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate
 from app.agents.service import agent_service
-from app.kit.crud_router import add_crud_routes
+from app.chat.selector import llm_selector
+from app.db.session import SessionDep
+from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
+from app.pipeline.preview import ToolsetPreview, preview_toolset
+from app.runtime import Runtime
 
 router = APIRouter(prefix="/agents", tags=["agents"])
 add_crud_routes(
     router, service=agent_service, create=AgentCreate, update=AgentUpdate, read=AgentRead
 )
+
+
+@router.get("/{id}/toolset", response_model=ToolsetPreview, responses=ERROR_RESPONSES)
+async def preview_agent_toolset(
+    id: uuid.UUID,
+    session: SessionDep,
+    request: Request,
+    query: Annotated[
+        str, Query(max_length=20_000, description="The user message to select for")
+    ] = "",
+) -> ToolsetPreview:
+    """The pipeline preview: modes, prompt, tools as the model sees them, and token savings."""
+    runtime: Runtime = request.app.state.runtime
+    agent = await agent_service.get(session, id)
+    llm = runtime.runs.llm
+    selector = llm_selector(llm, model=agent.model) if llm is not None else None
+    return await preview_toolset(
+        agent, runtime.settings, runtime.backends, query, selector=selector
+    )

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 
 from app.agents.models import Agent
 from app.chat.context import compact
+from app.chat.selector import llm_selector
 from app.chat.steps import FinalAnswer, NextStep, RunAgain, RunCancelled, Stopped
 from app.chat.tool_phase import ToolPhase
-from app.config import SelectionStrategy, Settings
+from app.config import Settings
 from app.events import (
     ContextCompacted,
     ErrorInfo,
@@ -30,7 +31,6 @@ from app.events import (
     ToolSelection,
 )
 from app.llm.client import LlmClient, LlmError
-from app.chat.selector import llm_selector
 from app.llm.types import ChatMessage, Completion, TextDelta, Usage
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.toolset import AssembledToolset
@@ -87,8 +87,9 @@ class ReactRun:
         task.cancel()
         raise RunCancelled
 
-    def _finished(self, status: str, *, reason: str | None = None,
-                  escalated: bool = False) -> RunFinished:
+    def _finished(
+        self, status: str, *, reason: str | None = None, escalated: bool = False
+    ) -> RunFinished:
         self.status = status
         return RunFinished(
             status=status,  # type: ignore[arg-type]
@@ -122,10 +123,14 @@ class ReactRun:
         async def call_tool(_call_id: str, name: str, args: dict[str, Any]) -> ToolResult:
             return await toolset.call(name, args, ctx, active_only=False)
 
-        result = await self._guard(prehydrate(
-            self.inp.message, config, call_tool=call_tool,
-            tool_args=schema_tool_args(toolset.full_tools()),
-        ))
+        result = await self._guard(
+            prehydrate(
+                self.inp.message,
+                config,
+                call_tool=call_tool,
+                tool_args=schema_tool_args(toolset.full_tools()),
+            )
+        )
         event = result.event()
         if event is not None:
             yield event
@@ -138,7 +143,9 @@ class ReactRun:
         """Stream one model call, coalescing deltas into readable chunks."""
         cfg = self.inp.agent.model_config_json or {}
         stream = self.deps.llm.stream_chat(
-            messages, tools=toolset.openai_tools() or None, model=self.inp.agent.model,
+            messages,
+            tools=toolset.openai_tools() or None,
+            model=self.inp.agent.model,
             temperature=cfg.get("temperature"),
         ).__aiter__()
         pending, last_flush = "", time.perf_counter()
@@ -174,13 +181,20 @@ class ReactRun:
         toolset = await self._assemble()
         try:
             yield RunStarted(
-                run_id=inp.run_id, conversation_id=inp.conversation_id, agent_id=str(inp.agent.id),
-                modes=toolset.modes.as_dict(), tools=[t.name for t in toolset.tools],
+                run_id=inp.run_id,
+                conversation_id=inp.conversation_id,
+                agent_id=str(inp.agent.id),
+                modes=toolset.modes.as_dict(),
+                tools=[t.name for t in toolset.tools],
             )
             if toolset.selection is not None:
                 sel = toolset.selection
-                yield ToolSelection(strategy=str(sel.strategy), total=sel.total,
-                                    selected=list(sel.active), elapsed_ms=sel.elapsed_ms)
+                yield ToolSelection(
+                    strategy=str(sel.strategy),
+                    total=sel.total,
+                    selected=list(sel.active),
+                    elapsed_ms=sel.elapsed_ms,
+                )
             messages = [ChatMessage.system(toolset.system_prompt), *inp.history]
             async for item in self._prehydrate(toolset, ctx):
                 if isinstance(item, str):
@@ -190,8 +204,12 @@ class ReactRun:
             user = ChatMessage.user(inp.message)
             messages.append(user)
             self.new_messages.append(user)
-            phase = ToolPhase(toolset=toolset, ctx=ctx, timeout_s=self.deps.settings.tool_timeout_s,
-                              step_iteration=toolset.config.step_iteration)
+            phase = ToolPhase(
+                toolset=toolset,
+                ctx=ctx,
+                timeout_s=self.deps.settings.tool_timeout_s,
+                step_iteration=toolset.config.step_iteration,
+            )
             async for event in self._iterate(toolset, messages, phase):
                 yield event
         except RunCancelled:
@@ -208,9 +226,11 @@ class ReactRun:
             self.iterations = iteration
             compaction = compact(messages, toolset.openai_tools(), budget=self._budget())
             if compaction is not None and compaction.cleared:
-                yield ContextCompacted(before_tokens=compaction.before_tokens,
-                                       after_tokens=compaction.after_tokens,
-                                       cleared=compaction.cleared)
+                yield ContextCompacted(
+                    before_tokens=compaction.before_tokens,
+                    after_tokens=compaction.after_tokens,
+                    cleared=compaction.cleared,
+                )
             completion: Completion | None = None
             async for item in self._model_turn(toolset, messages):
                 if isinstance(item, Completion):

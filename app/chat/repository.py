@@ -30,7 +30,9 @@ class RunRepository(RepositoryBase[Run]):
         )
         return list((await self.session.execute(stmt)).scalars().all())
 
-    async def append_event(self, run_id: uuid.UUID, seq: int, kind: str, data: dict[str, Any]) -> None:
+    async def append_event(
+        self, run_id: uuid.UUID, seq: int, kind: str, data: dict[str, Any]
+    ) -> None:
         self.session.add(RunEventRecord(run_id=run_id, seq=seq, kind=kind, data=data))
         await self.session.flush()
 
@@ -46,8 +48,14 @@ class RunRepository(RepositoryBase[Run]):
         await self.session.execute(
             update(Run)
             .where(Run.id == run_id)
-            .values(status=status, iterations=iterations, usage=usage, error=error,
-                    finished_at=utcnow(), updated_at=utcnow())
+            .values(
+                status=status,
+                iterations=iterations,
+                usage=usage,
+                error=error,
+                finished_at=utcnow(),
+                updated_at=utcnow(),
+            )
         )
 
     async def request_cancel(self, run_id: uuid.UUID) -> None:
@@ -64,7 +72,9 @@ class ConversationRepository(RepositoryBase[Conversation]):
     model = Conversation
 
     async def messages(self, conversation_id: uuid.UUID) -> list[Message]:
-        stmt = select(Message).where(Message.conversation_id == conversation_id).order_by(Message.seq)
+        stmt = (
+            select(Message).where(Message.conversation_id == conversation_id).order_by(Message.seq)
+        )
         return list((await self.session.execute(stmt)).scalars().all())
 
     async def next_message_seq(self, conversation_id: uuid.UUID) -> int:
@@ -72,10 +82,12 @@ class ConversationRepository(RepositoryBase[Conversation]):
         current = await self.session.scalar(stmt)
         return int(current or 0) + 1
 
-    async def add_messages(self, conversation_id: uuid.UUID, run_id: uuid.UUID,
-                           messages: Sequence[dict[str, Any]]) -> None:
+    async def add_messages(
+        self, conversation_id: uuid.UUID, run_id: uuid.UUID, messages: Sequence[dict[str, Any]]
+    ) -> None:
         seq = await self.next_message_seq(conversation_id)
         for offset, msg in enumerate(messages):
-            self.session.add(Message(conversation_id=conversation_id, run_id=run_id,
-                                     seq=seq + offset, **msg))
+            self.session.add(
+                Message(conversation_id=conversation_id, run_id=run_id, seq=seq + offset, **msg)
+            )
         await self.session.flush()

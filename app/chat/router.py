@@ -21,22 +21,32 @@ def _runtime(request: Request) -> Runtime:
     return runtime
 
 
-@router.post("/chat", response_class=StreamingResponse,
-             responses={200: {"content": {"text/event-stream": {}}}, 503: {}, 409: {}})
+@router.post(
+    "/chat",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}, 503: {}, 409: {}},
+)
 async def chat(body: ChatRequest, request: Request) -> StreamingResponse:
     """Start a run and stream its events (SSE). Disconnecting does not stop the run."""
     runtime = _runtime(request)
     active, queue = await runtime.runs.start(body)
-    headers = {**SSE_HEADERS, "X-Run-Id": str(active.run_id),
-               "X-Conversation-Id": str(active.conversation_id)}
+    headers = {
+        **SSE_HEADERS,
+        "X-Run-Id": str(active.run_id),
+        "X-Conversation-Id": str(active.conversation_id),
+    }
     return StreamingResponse(
         live_stream(active, queue, ping_s=runtime.settings.sse_ping_s),
-        media_type="text/event-stream", headers=headers,
+        media_type="text/event-stream",
+        headers=headers,
     )
 
 
-@router.get("/runs/{run_id}/events", response_class=StreamingResponse,
-            responses={200: {"content": {"text/event-stream": {}}}, 404: {}})
+@router.get(
+    "/runs/{run_id}/events",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}, 404: {}},
+)
 async def run_events(
     run_id: uuid.UUID,
     request: Request,
@@ -52,9 +62,15 @@ async def run_events(
         start = int(last_event_id)
     await ensure_run(runtime.sessionmaker, run_id)
     return StreamingResponse(
-        replay_stream(runtime.sessionmaker, runtime.hub, run_id, after=start,
-                      ping_s=runtime.settings.sse_ping_s),
-        media_type="text/event-stream", headers=SSE_HEADERS,
+        replay_stream(
+            runtime.sessionmaker,
+            runtime.hub,
+            run_id,
+            after=start,
+            ping_s=runtime.settings.sse_ping_s,
+        ),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
     )
 
 
@@ -65,8 +81,9 @@ async def cancel_run(run_id: uuid.UUID, request: Request) -> CancelResult:
     return CancelResult(run_id=run.id, status=run.status, cancel_requested=run.cancel_requested)
 
 
-@router.get("/conversations/{conversation_id}", response_model=ConversationRead,
-            responses={404: {}})
+@router.get(
+    "/conversations/{conversation_id}", response_model=ConversationRead, responses={404: {}}
+)
 async def conversation(conversation_id: uuid.UUID, session: SessionDep) -> ConversationRead:
     """A conversation with its messages (incl. tool calls and results) and runs."""
     return await get_conversation(session, conversation_id)

@@ -69,9 +69,15 @@ def history_from_rows(rows: list[Message]) -> list[ChatMessage]:
         calls = [c for c in calls if c.id in answered]
         if row.role == "assistant" and not calls and not row.content:
             continue
-        out.append(ChatMessage(role=row.role, content=row.content,  # type: ignore[arg-type]
-                               tool_calls=calls or None, tool_call_id=row.tool_call_id,
-                               name=row.name))
+        out.append(
+            ChatMessage(
+                role=row.role,
+                content=row.content,  # type: ignore[arg-type]
+                tool_calls=calls or None,
+                tool_call_id=row.tool_call_id,
+                name=row.name,
+            )
+        )
     return out
 
 
@@ -114,8 +120,11 @@ class RunManager:
                 raise NotFound(f"agent {str(req.agent_id)!r} not found")
             conversations = ConversationRepository(session)
             if req.conversation_id is not None:
-                stmt = (select(Conversation).where(Conversation.id == req.conversation_id)
-                        .with_for_update())
+                stmt = (
+                    select(Conversation)
+                    .where(Conversation.id == req.conversation_id)
+                    .with_for_update()
+                )
                 conversation = (await session.execute(stmt)).scalar_one_or_none()
                 if conversation is None:
                     raise NotFound(f"conversation {str(req.conversation_id)!r} not found")
@@ -147,8 +156,13 @@ class RunManager:
         active = ActiveRun(run_id=run.id, conversation_id=run.conversation_id)
         queue = active.subscribe()
         self.active[run.id] = active
-        inp = RunInput(run_id=str(run.id), conversation_id=str(run.conversation_id),
-                       agent=agent, message=req.message, history=history)
+        inp = RunInput(
+            run_id=str(run.id),
+            conversation_id=str(run.conversation_id),
+            agent=agent,
+            message=req.message,
+            history=history,
+        )
         active.task = asyncio.create_task(self._execute(active, inp), name=f"run-{run.id}")
         return active, queue
 
@@ -159,10 +173,15 @@ class RunManager:
     # --- execute -------------------------------------------------------------------------
 
     async def _execute(self, active: ActiveRun, inp: RunInput) -> None:
-        journal = JournalWriter(run_id=active.run_id, sessionmaker=self.sessionmaker,
-                                hub=self.hub, notify=not self.settings.is_sqlite)
-        deps = RunDeps(settings=self.settings, backends=self.backends,
-                       llm=self._llm(), cancel=active.cancel)
+        journal = JournalWriter(
+            run_id=active.run_id,
+            sessionmaker=self.sessionmaker,
+            hub=self.hub,
+            notify=not self.settings.is_sqlite,
+        )
+        deps = RunDeps(
+            settings=self.settings, backends=self.backends, llm=self._llm(), cancel=active.cancel
+        )
         run = ReactRun(deps=deps, inp=inp)
         terminal: RunEvent | None = None
         try:
@@ -173,11 +192,17 @@ class RunManager:
                     active.publish(await journal.write(event))
         except Exception as exc:  # the run's one exception boundary: journal it, typed
             logger.exception("run %s failed", active.run_id)
-            terminal = RunFailed(error=ErrorInfo(
-                code="internal_error", message=redact_text(f"{type(exc).__name__}: {exc}")))
+            terminal = RunFailed(
+                error=ErrorInfo(
+                    code="internal_error", message=redact_text(f"{type(exc).__name__}: {exc}")
+                )
+            )
         if terminal is None:
-            terminal = RunFailed(error=ErrorInfo(
-                code="internal_error", message="the run ended without a final event"))
+            terminal = RunFailed(
+                error=ErrorInfo(
+                    code="internal_error", message="the run ended without a final event"
+                )
+            )
         try:
             await self._settle(active, run, terminal)
             active.publish(await journal.write(terminal))
@@ -192,12 +217,15 @@ class RunManager:
         try:
             async with self.sessionmaker() as session:
                 await ConversationRepository(session).add_messages(
-                    active.conversation_id, active.run_id,
+                    active.conversation_id,
+                    active.run_id,
                     [message_row(m) for m in run.new_messages],
                 )
                 await RunRepository(session).finish(
-                    active.run_id, status="failed" if failed else run.status,
-                    iterations=run.iterations, usage=run.usage.to_dict(),
+                    active.run_id,
+                    status="failed" if failed else run.status,
+                    iterations=run.iterations,
+                    usage=run.usage.to_dict(),
                     error=terminal.error.model_dump() if isinstance(terminal, RunFailed) else None,
                 )
                 await session.commit()
@@ -220,8 +248,10 @@ class RunManager:
             if run.status == "running":
                 await repo.request_cancel(run_id)
                 if not self.settings.is_sqlite:
-                    await session.execute(text("SELECT pg_notify(:c, :p)"),
-                                          {"c": CHANNEL, "p": f"{CANCEL_PREFIX}{run_id}"})
+                    await session.execute(
+                        text("SELECT pg_notify(:c, :p)"),
+                        {"c": CHANNEL, "p": f"{CANCEL_PREFIX}{run_id}"},
+                    )
                 await session.commit()
                 run.cancel_requested = True
         self._cancel_local(run_id)

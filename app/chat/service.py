@@ -89,8 +89,10 @@ async def get_conversation(session: AsyncSession, conversation_id: uuid.UUID) ->
     messages = await ConversationRepository(session).messages(conversation_id)
     runs = await RunRepository(session).runs_of(conversation_id)
     return ConversationRead(
-        id=conversation.id, created_at=conversation.created_at,
-        updated_at=conversation.updated_at, agent_id=conversation.agent_id,
+        id=conversation.id,
+        created_at=conversation.created_at,
+        updated_at=conversation.updated_at,
+        agent_id=conversation.agent_id,
         title=conversation.title,
         messages=[MessageRead.model_validate(m) for m in messages],
         runs=[RunSummary.model_validate(r) for r in runs],

@@ -40,8 +40,12 @@ class ToolPhase:
         return tool.kind if tool else "unknown"
 
     async def _run_one(
-        self, index: int, call: ToolCallRequest, args: dict[str, Any] | None,
-        error: str | None, step: str,
+        self,
+        index: int,
+        call: ToolCallRequest,
+        args: dict[str, Any] | None,
+        error: str | None,
+        step: str,
     ) -> tuple[int, ToolResult, float]:
         start = time.perf_counter()
         if error is not None:
@@ -76,12 +80,13 @@ class ToolPhase:
             step = step_id_for(call.name, args or {}, self._kind(call.name))
             planned.append((call, args, error, step))
             yield ToolCallEvent(
-                call_id=call.id, name=call.name, iteration=iteration,
+                call_id=call.id,
+                name=call.name,
+                iteration=iteration,
                 arguments=args if args is not None else call.arguments,
             )
         tasks = [
-            asyncio.ensure_future(self._run_one(index, *plan))
-            for index, plan in enumerate(planned)
+            asyncio.ensure_future(self._run_one(index, *plan)) for index, plan in enumerate(planned)
         ]
         results: dict[int, ToolResult] = {}
         try:
@@ -90,7 +95,9 @@ class ToolPhase:
                 results[index] = result
                 call = planned[index][0]
                 yield ToolResultEvent(
-                    call_id=call.id, name=call.name, ok=result.ok,
+                    call_id=call.id,
+                    name=call.name,
+                    ok=result.ok,
                     output=redact_text(result.output) if result.ok else "",
                     error=None if result.ok else redact_text(result.error or "error"),
                     duration_ms=round(ms, 2),
@@ -105,7 +112,9 @@ class ToolPhase:
             text = redact_text(result.text)
             stop = self._track(result, result.step or step)
             if stop is not None:
-                action = self.step_iteration.on_limit_reached if self.step_iteration else "skip_step"
+                action = (
+                    self.step_iteration.on_limit_reached if self.step_iteration else "skip_step"
+                )
                 yield stop.event(action)
                 if action == "skip_step":
                     self.skipped[stop.step_id] = stop.reason

@@ -13,24 +13,26 @@ from app.config import Settings
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.live import serve_app
-from tests.fixtures.scripted_llm import (  # noqa: F401 - fixtures
-    ScriptedLLM,
-    scripted_llm,
-    scripted_llm_factory,
-    scripted_llm_session,
-)
+from tests.fixtures.scripted_llm import ScriptedLLM
 
 
 @pytest.fixture
 async def live(settings: Settings, scripted_llm: ScriptedLLM) -> AsyncIterator[httpx.AsyncClient]:
     """An admin client for a live Quiver (committing to the session's test database)."""
-    live_settings = settings.model_copy(update={
-        "llm_base_url": scripted_llm.base_url, "llm_max_retries": 2, "tool_timeout_s": 5.0,
-        "sse_ping_s": 15.0,
-    })
-    async with serve_app(create_app(live_settings)) as base_url, httpx.AsyncClient(
-        base_url=base_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
-    ) as client:
+    live_settings = settings.model_copy(
+        update={
+            "llm_base_url": scripted_llm.base_url,
+            "llm_max_retries": 2,
+            "tool_timeout_s": 5.0,
+            "sse_ping_s": 15.0,
+        }
+    )
+    async with (
+        serve_app(create_app(live_settings)) as base_url,
+        httpx.AsyncClient(
+            base_url=base_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+        ) as client,
+    ):
         yield client
 
 
