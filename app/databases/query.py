@@ -1,0 +1,211 @@
+"""`database query`: validate, then run inside a read-only transaction (SPEC §7.2).
+
+Errors reach the model as values with a typed prefix — `[SQL Safety Error]`, `[Timeout]`,
+`[Database Error]` — and never carry the connector URL or its credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.databases.drivers import DRIVERS, Driver, DriverError, DriverTimeout, RawResult
+from app.databases.engines import EngineCache
+from app.databases.models import DatabaseConnector
+from app.databases.readonly import CheckedSql, SqlSafetyError, check_sql
+from app.databases.values import clean_driver_message, json_rows
+from app.errors import Invalid, QuiverError, Upstream
+from app.tools.base import CallContext, ToolResult
+
+MAX_ROWS_CEILING = 10_000
+MAX_TIMEOUT_S = 300.0
+CLIENT_GRACE_S = 5.0
+"""Client-side backstop beyond the server-side statement timeout."""
+MAX_OUTPUT_CHARS = 16_000
+MAX_CELL_CHARS = 1_000
+
+
+class QueryError(QuiverError):
+    """A refused or failed query; `message` already carries the typed prefix."""
+
+    prefix = "[Database Error]"
+    retryable = True
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"{self.prefix} {detail}")
+        self.detail = detail
+
+
+class QueryRefused(QueryError, Invalid):
+    prefix = "[SQL Safety Error]"
+    retryable = False
+
+
+class QueryTimeout(QueryError):
+    prefix = "[Timeout]"
+    status_code = 504
+
+
+class QueryFailed(QueryError, Upstream):
+    prefix = "[Database Error]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[list[Any]]
+    row_count: int
+    truncated: bool
+    elapsed_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def hidden_tables(database: DatabaseConnector) -> list[str]:
+    """Names of tables an admin hid in the schema cache."""
+    return [
+        str(t["name"])
+        for t in database.schema_cache or []
+        if isinstance(t, dict) and t.get("hidden") and t.get("name")
+    ]
+
+
+class DatabaseExecutor:
+    """The `DatabaseBackend` for the database meta-tool and legacy `{db}__query` tools."""
+
+    def __init__(self, engines: EngineCache, *, max_output_chars: int = MAX_OUTPUT_CHARS) -> None:
+        self._engines = engines
+        self._max_output_chars = max_output_chars
+
+    async def query(self, database: DatabaseConnector, sql: str, ctx: CallContext) -> ToolResult:
+        """Run `sql` for the model; every failure becomes a typed `ToolResult.fail`."""
+        try:
+            result = await self.run_query(database, sql)
+        except QueryError as exc:
+            return ToolResult.fail(exc.message, retryable=exc.retryable)
+        except Exception as exc:  # the backend never raises into the run loop
+            detail = clean_driver_message(exc, database.url)
+            return ToolResult.fail(f"[Database Error] {detail}", retryable=True)
+        return ToolResult.success(render_for_model(result, max_chars=self._max_output_chars))
+
+    async def run_query(
+        self,
+        database: DatabaseConnector,
+        sql: str,
+        *,
+        max_rows: int | None = None,
+        timeout_s: float | None = None,
+    ) -> QueryResult:
+        """Validate and execute; raises QueryRefused, QueryTimeout or QueryFailed."""
+        try:
+            checked = check_sql(
+                sql,
+                dialect=database.dialect,
+                hidden_tables=hidden_tables(database),
+                read_only=database.read_only,
+            )
+        except SqlSafetyError as exc:
+            raise QueryRefused(str(exc)) from None
+        limit = min(max_rows or database.max_rows or 1000, MAX_ROWS_CEILING)
+        timeout = min(timeout_s or database.query_timeout_s or 30.0, MAX_TIMEOUT_S)
+        started = time.perf_counter()
+        raw = await self._execute(database, checked, max_rows=limit, timeout_s=timeout)
+        elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+        truncated = len(raw.rows) > limit
+        rows = json_rows(raw.rows[:limit] if truncated else raw.rows)
+        return QueryResult(
+            columns=raw.columns,
+            rows=rows,
+            row_count=len(rows) if raw.affected is None else raw.affected,
+            truncated=truncated,
+            elapsed_ms=elapsed_ms,
+        )
+
+    async def _execute(
+        self, database: DatabaseConnector, checked: CheckedSql, *, max_rows: int, timeout_s: float
+    ) -> RawResult:
+        driver = DRIVERS[database.dialect]
+        try:
+            engine = await self._engines.get(database)
+            async with engine.connect() as conn:
+                return await _run_guarded(
+                    conn, driver, checked, read_only=database.read_only,
+                    cap=max_rows + 1, timeout_s=timeout_s,
+                )  # fmt: skip
+        except DriverTimeout:
+            raise QueryTimeout(
+                f"the query ran longer than {timeout_s:g}s and was cancelled; "
+                "narrow it (filters, LIMIT, fewer joins, smaller ranges)"
+            ) from None
+        except (DriverError, SQLAlchemyError, OSError) as exc:
+            raise QueryFailed(clean_driver_message(exc, database.url)) from None
+
+
+async def _run_guarded(
+    conn: AsyncConnection,
+    driver: Driver,
+    checked: CheckedSql,
+    *,
+    read_only: bool,
+    cap: int,
+    timeout_s: float,
+) -> RawResult:
+    """Run on the pooled connection's native driver; discard it if its state is unknown."""
+    raw_conn = await conn.get_raw_connection()
+    native = raw_conn.driver_connection
+    try:
+        async with asyncio.timeout(timeout_s + CLIENT_GRACE_S):
+            result = await driver.run(
+                native, checked, read_only=read_only, cap=cap, timeout_s=timeout_s
+            )
+    except DriverError as exc:
+        if not exc.reusable:
+            await conn.invalidate()
+        raise
+    except TimeoutError:
+        await conn.invalidate()
+        raise DriverTimeout(TimeoutError("client-side timeout"), reusable=False) from None
+    except BaseException:
+        await conn.invalidate()
+        raise
+    if result.dirty:
+        await conn.invalidate()
+    return result
+
+
+def render_for_model(result: QueryResult, *, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    """Compact JSON of the result; rows are dropped from the end to fit `max_chars`."""
+    rows = [[_clip(v) for v in row] for row in result.rows]
+    body = {**result.to_dict(), "rows": rows}
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=str)
+    if len(text) <= max_chars:
+        return text
+    budget = max_chars - 400
+    kept: list[list[Any]] = []
+    used = 0
+    for row in rows:
+        cost = len(json.dumps(row, separators=(",", ":"), ensure_ascii=False, default=str)) + 1
+        if used + cost > budget:
+            break
+        kept.append(row)
+        used += cost
+    body["rows"] = kept
+    body["truncated"] = True
+    body["note"] = (
+        f"showing {len(kept)}/{len(rows)} rows (output limit); select fewer columns, "
+        "aggregate, or add LIMIT/OFFSET to page"
+    )
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _clip(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
+        return f"{value[:MAX_CELL_CHARS]}…[+{len(value) - MAX_CELL_CHARS} chars]"
+    return value
