@@ -3,9 +3,14 @@
 Why it is built this way:
 
 * Every address a host resolves to is checked, and the request then connects to *that*
-  address: the URL is rewritten to the checked IP while the `Host` header and the TLS SNI /
-  certificate name (`sni_hostname` request extension) keep the real host name. There is no
-  second DNS lookup, so DNS rebinding between the check and the connect cannot happen.
+  address, with no second DNS lookup (so DNS rebinding between check and connect cannot
+  happen). With a client from `new_http_client()` (a `PinnedTransport`), the URL keeps its
+  host name — Host header, SNI, certificate check and connection pool all use the name —
+  and the transport's network backend connects to the IP pinned for this request (a
+  context variable); it refuses any connect that was not pinned. With any other client the
+  URL is rewritten to the IP (Host header and `sni_hostname` keep the name) and HTTPS
+  connections are not kept alive, because httpcore pools by IP and would otherwise reuse
+  a TLS session verified for one name for another.
 * Redirects are followed here (never by httpx), and every hop goes through the same check;
   credentials are stripped when a redirect leaves the origin.
 * Denied by default: private, loopback, link-local, CGNAT, multicast, reserved, unspecified,
@@ -43,21 +48,19 @@ from typing import Any
 import httpx
 
 from app.config import Settings
-
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-_METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a)
-    for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200")
+from app.security.addresses import (
+    METADATA_ADDRESSES,
+    Address,
+    Network,
+    blocked_reason,
+    show_address,
 )
+from app.security.pinning import PinnedTransport, SslVerify, is_pinned_client, pinned
+
 _METADATA_HOSTS = frozenset(
     {"metadata.google.internal", "metadata.goog", "metadata", "instance-data",
      "instance-data.ec2.internal", "metadata.azure.internal"}
 )
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
-_V4_COMPAT = ipaddress.ip_network("::/96")
 _HOSTNAME = re.compile(r"[a-z0-9_.-]+")
 _NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -160,51 +163,6 @@ def display_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{host}{port}{url.raw_path.decode('ascii', 'replace').split('?')[0]}"
 
 
-def blocked_reason(address: Address) -> str | None:
-    """Why `address` is not a public destination, or None if it is."""
-    if address in _METADATA_ADDRESSES:
-        return "cloud metadata"
-    if isinstance(address, ipaddress.IPv6Address):
-        reason = _ipv6_reason(address)
-        if reason:
-            return reason
-    if address.is_unspecified:
-        return "unspecified"
-    if address.is_loopback:
-        return "loopback"
-    if address.is_link_local:
-        return "link-local"
-    if isinstance(address, ipaddress.IPv4Address) and address in _CGNAT:
-        return "CGNAT shared address space"
-    if address.is_multicast:
-        return "multicast"
-    if address.is_private:
-        return "private"
-    if address.is_reserved:
-        return "reserved"
-    if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
-        return "site-local"
-    if not address.is_global:
-        return "non-public"
-    return None
-
-
-def _ipv6_reason(address: ipaddress.IPv6Address) -> str | None:
-    if address.ipv4_mapped is not None:
-        return "IPv4-mapped IPv6"
-    if address in _V4_COMPAT and int(address) > 1:
-        return "IPv4-compatible IPv6"
-    if any(address in net for net in _NAT64):
-        return "NAT64"
-    if address.sixtofour is not None:
-        inner = blocked_reason(address.sixtofour)
-        return f"6to4 embedding {inner} {address.sixtofour}" if inner else None
-    if address.teredo is not None:
-        inner = blocked_reason(address.teredo[1])
-        return f"Teredo embedding {inner} {address.teredo[1]}" if inner else None
-    return None
-
-
 class EgressGuard:
     """Decides whether a URL may be fetched; resolves it once for the connect."""
 
@@ -214,7 +172,7 @@ class EgressGuard:
         )
 
     def is_allowed(self, address: Address) -> bool:
-        if address in _METADATA_ADDRESSES:
+        if address in METADATA_ADDRESSES:
             return any(net.num_addresses == 1 and address in net for net in self._allowed)
         return any(net.version == address.version and address in net for net in self._allowed)
 
@@ -222,7 +180,8 @@ class EgressGuard:
         reason = blocked_reason(address)
         if reason and not self.is_allowed(address):
             raise EgressBlocked(
-                f"Egress blocked: {address} ({reason}) is not an allowed destination for {url}"
+                f"Egress blocked: {show_address(address)} ({reason}) is not an allowed destination "
+                f"for {url}"
             )
 
     async def check_url(self, url: str | httpx.URL) -> ResolvedTarget:
@@ -306,13 +265,13 @@ async def _resolve(host: str, port: int, shown: str) -> tuple[Address, ...]:
     return tuple(found)
 
 
-def new_http_client(settings: Settings) -> httpx.AsyncClient:
-    """A client suited to `guarded_request`: no env proxies, no redirects, pooled."""
+def new_http_client(settings: Settings, *, verify: SslVerify = True) -> httpx.AsyncClient:
+    """The client to share: pinned connects, no env proxies, no redirects inside httpx."""
     return httpx.AsyncClient(
+        transport=PinnedTransport(verify=verify),
         follow_redirects=False,
         trust_env=False,
         timeout=Timeouts.coerce(settings.http_timeout_s).for_httpx(),
-        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
     )
 
 
@@ -333,9 +292,12 @@ async def guarded_request(
 ) -> GuardedResponse:
     """Send a request through the egress guard, following up to `max_redirects` checked hops."""
     timeouts = Timeouts.coerce(timeout)
-    request = httpx.Request(
-        method.upper(), url, headers=headers, params=params, json=json, content=content
-    )
+    try:
+        request = httpx.Request(
+            method.upper(), url, headers=headers, params=params, json=json, content=content
+        )
+    except httpx.InvalidURL as exc:
+        raise EgressBlocked(f"Egress blocked: invalid URL ({exc})") from exc
     request.headers.setdefault("User-Agent", USER_AGENT)
     sensitive = {*_ALWAYS_STRIPPED, *(h.lower() for h in strip_on_redirect)}
     try:
@@ -379,23 +341,33 @@ async def _follow(
     raise AssertionError("unreachable")  # pragma: no cover - loop always returns or raises
 
 
+def _for_address(
+    request: httpx.Request, target: ResolvedTarget, address: Address, *, pinned_client: bool
+) -> httpx.Request:
+    extensions: dict[str, Any] = {"timeout": request.extensions["timeout"]}
+    headers = httpx.Headers(request.headers)
+    url = request.url
+    if not pinned_client:
+        url = target.pinned_url(address)
+        if target.url.scheme == "https" and not target.is_literal:
+            extensions["sni_hostname"] = target.host
+            headers["Connection"] = "close"  # pooled by IP: never reuse across names
+    return httpx.Request(
+        request.method, url, headers=headers, content=request.content, extensions=extensions
+    )
+
+
 async def _send_pinned(
     client: httpx.AsyncClient, request: httpx.Request, target: ResolvedTarget, timeouts: Timeouts
 ) -> httpx.Response:
-    extensions: dict[str, Any] = {"timeout": timeouts.for_httpx().as_dict()}
-    if not target.is_literal and target.url.scheme == "https":
-        extensions["sni_hostname"] = target.host
+    request.extensions["timeout"] = timeouts.for_httpx().as_dict()
+    pinned_client = is_pinned_client(client)
     last: Exception | None = None
     for address in target.addresses:
-        pinned = httpx.Request(
-            request.method,
-            target.pinned_url(address),
-            headers=request.headers,
-            content=request.content,
-            extensions=extensions,
-        )
+        outgoing = _for_address(request, target, address, pinned_client=pinned_client)
         try:
-            return await client.send(pinned, stream=True, follow_redirects=False)
+            with pinned(request.url.raw_host.decode("ascii").lower(), target.port, address):
+                return await client.send(outgoing, stream=True, follow_redirects=False)
         except httpx.ConnectTimeout as exc:
             raise RequestTimeout("connect", timeouts.connect) from exc
         except httpx.ConnectError as exc:

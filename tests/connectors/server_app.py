@@ -94,6 +94,10 @@ async def _redirect(request: Request) -> Response:
                             status_code=int(request.query_params.get("code", "302")))
 
 
+async def _loop(request: Request) -> Response:
+    return RedirectResponse("/loop", status_code=302)
+
+
 def make_app(log: list[dict[str, Any]] | None = None) -> Starlette:
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     app = Starlette(routes=[
@@ -103,6 +107,7 @@ def make_app(log: list[dict[str, Any]] | None = None) -> Starlette:
         Route("/trickle", _trickle),
         Route("/status/{code:int}", _status, methods=methods),
         Route("/redirect", _redirect, methods=methods),
+        Route("/loop", _loop),
         Route("/{rest:path}", _echo, methods=methods),
     ])
     app.state.log = log if log is not None else []
@@ -112,8 +117,10 @@ def make_app(log: list[dict[str, Any]] | None = None) -> Starlette:
 class LocalServer:
     """`make_app()` under uvicorn on `host` (any 127.0.0.0/8 address), port chosen by the OS."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", *, tls: tuple[str, str] | None = None) -> None:
         self.host = host
+        self.tls = tls
+        """(certfile, keyfile) to serve HTTPS."""
         self._sock: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -131,7 +138,7 @@ class LocalServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def start(self) -> LocalServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -141,6 +148,8 @@ class LocalServer:
         config = uvicorn.Config(
             make_app(self.log), log_config=None, log_level="critical", access_log=False,
             lifespan="off", ws="none", timeout_graceful_shutdown=1,
+            ssl_certfile=self.tls[0] if self.tls else None,
+            ssl_keyfile=self.tls[1] if self.tls else None,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
