@@ -241,29 +241,61 @@ class LlmClient:
         self, response: httpx.Response, deadline: float
     ) -> AsyncGenerator[TextDelta | Completion, None]:
         assembler = StreamAssembler()
-        lines = response.aiter_lines()
         done = False
-        while not done:
-            try:
-                async with _IoGuard(self, "read"), asyncio.timeout_at(deadline):
-                    line = await anext(lines)
-            except StopAsyncIteration:
-                break
-            if not line.startswith("data:"):
-                continue  # blank separators, comments (": ping"), event:/id: fields
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                continue
-            text = self._feed(assembler, data)
-            if text:
-                yield TextDelta(text)
+        async with aclosing(self._sse_data(response, deadline)) as events:
+            # Read to the end of the body even after [DONE]: an unfinished body would make
+            # httpx drop the connection instead of returning it to the pool.
+            async for data in events:
+                if done:
+                    continue
+                if data.strip() == "[DONE]":
+                    done = True
+                    continue
+                text = self._feed(assembler, data)
+                if text:
+                    yield TextDelta(text)
         if not done and assembler.finish_reason is None:
             raise LlmError(
                 "llm_unavailable", "the model stream ended before the response was complete",
                 retryable=True,
             )
         yield self._parse(assembler.finish)
+
+    async def _sse_data(
+        self, response: httpx.Response, deadline: float
+    ) -> AsyncGenerator[str, None]:
+        """The `data` of each SSE event, decoded as the OpenAI SDK does (blank line ends one).
+
+        The deadline is armed once per network read rather than once per line.
+        """
+        chunks = response.aiter_text()
+        pending: list[str] = []
+        data: list[str] = []
+        while True:
+            try:
+                async with _IoGuard(self, "read"), asyncio.timeout_at(deadline):
+                    text = await anext(chunks)
+            except StopAsyncIteration:
+                break
+            pending.append(text)
+            if "\n" not in text:
+                continue
+            *lines, rest = "".join(pending).split("\n")
+            pending = [rest] if rest else []
+            for line in lines:
+                line = line.removesuffix("\r")
+                if not line:
+                    if data:
+                        yield "\n".join(data)
+                        data = []
+                elif line.startswith("data:"):
+                    data.append(line[6:] if line.startswith("data: ") else line[5:])
+                # other fields (event:, id:, retry:) and ": ping" comments are ignored
+        tail = "".join(pending).removesuffix("\r")
+        if tail.startswith("data:"):
+            data.append(tail[5:].removeprefix(" "))
+        if data:
+            yield "\n".join(data)
 
     def _feed(self, assembler: StreamAssembler, data: str) -> str:
         try:
