@@ -10,7 +10,7 @@ from app.pipeline.mode import ResolvedConfig, ResolvedModes
 from app.pipeline.selection import SelectionResult
 from app.tools.base import CallContext, ToolDef, ToolResult, Toolset
 from app.tools.guard import safe_call
-from app.tools.suggest import unknown_name
+from app.tools.suggest import did_you_mean, unknown_name
 from app.tools.validation import invalid_arguments, validate_arguments
 from app.tools.wrappers import Activation, ActiveSetToolset
 
@@ -59,14 +59,25 @@ class AssembledToolset:
         source = self.visible if active_only else self.full
         tool = source.list_tools().get(name)
         if tool is None:
-            if name in self.base.list_tools():
-                # A wrapper (profile, active set) explains why it is refused.
-                return await safe_call(source, name, args if isinstance(args, dict) else {}, ctx)
-            return ToolResult.fail(unknown_name("tool", name, list(source.list_tools())))
+            return await self._refuse(name, source, ctx)
         problem = validate_arguments(tool.parameters, args)
         if problem:
             return ToolResult.fail(invalid_arguments(name, problem))
         return await safe_call(source, name, args, ctx)
+
+    async def _refuse(self, name: str, source: Toolset, ctx: CallContext) -> ToolResult:
+        """Why `name` cannot run: not loaded yet, filtered out, or unknown (with a near miss)."""
+        full = self.full.list_tools()
+        if self.active_set is not None and name in full:
+            return await safe_call(self.active_set, name, {}, ctx)
+        if name in self.base.list_tools():
+            return await safe_call(self.full, name, {}, ctx)
+        visible = list(source.list_tools())
+        message = unknown_name("tool", name, visible, suggest_from=list(full))
+        close = did_you_mean(name, full)
+        if close and close[0] not in visible:
+            message += " It is not loaded yet: call request_tools first."
+        return ToolResult.fail(message)
 
     async def aclose(self) -> None:
         await self.base.aclose()

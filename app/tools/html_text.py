@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
+_BREAK = "\x00"
 _SKIPPED = frozenset({"script", "style", "noscript", "template", "svg"})
 _BLOCKS = frozenset(
     {
@@ -66,7 +67,7 @@ class _Extractor(HTMLParser):
         elif tag in _SKIPPED:
             self._skip += 1
         elif tag in _BLOCKS:
-            self.parts.append("\n")
+            self.parts.append(_BREAK)
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
@@ -74,7 +75,7 @@ class _Extractor(HTMLParser):
         elif tag in _SKIPPED:
             self._skip = max(0, self._skip - 1)
         elif tag in _BLOCKS:
-            self.parts.append("\n")
+            self.parts.append(_BREAK)
 
     def handle_data(self, data: str) -> None:
         if self._in_title:
@@ -84,10 +85,10 @@ class _Extractor(HTMLParser):
 
 
 def html_to_text(html: str) -> PageText:
-    """Title plus body text, whitespace collapsed within lines, blank lines squeezed."""
+    """Title plus body text: one line per block element, whitespace collapsed inside it."""
     parser = _Extractor()
     parser.feed(html)
     parser.close()
-    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
+    lines = (" ".join(chunk.split()) for chunk in "".join(parser.parts).split(_BREAK))
     text = "\n".join(line for line in lines if line)
     return PageText(title=" ".join("".join(parser.title).split()), text=text)

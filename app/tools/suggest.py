@@ -40,12 +40,23 @@ def format_choices(choices: Sequence[str], *, listed: int = _LISTED) -> str:
     return f"{shown} … and {rest} more" if rest > 0 else shown
 
 
-def unknown_name(kind: str, value: str, choices: Sequence[str]) -> str:
-    """`Unknown <kind> 'x'. Valid: a, b. Did you mean 'y'?` — the error text the model reads."""
+def unknown_name(
+    kind: str,
+    value: str,
+    choices: Sequence[str],
+    *,
+    scope: str = "",
+    suggest_from: Sequence[str] | None = None,
+) -> str:
+    """`Unknown <kind> 'x' in <scope>. Valid: a, b. Did you mean 'y'?` — what the model reads.
+
+    `suggest_from` widens the near-miss search beyond the listed `choices`.
+    """
+    where = f" in {scope}" if scope else ""
     if not choices:
-        return f"Unknown {kind} {value!r}: none are configured."
-    message = f"Unknown {kind} {value!r}. Valid: {format_choices(choices)}."
-    close = did_you_mean(value, choices)
+        return f"Unknown {kind} {value!r}{where}: none are available."
+    message = f"Unknown {kind} {value!r}{where}. Valid: {format_choices(choices)}."
+    close = did_you_mean(value, choices if suggest_from is None else suggest_from)
     if close:
         message += f" Did you mean {close[0]!r}?"
     return message

@@ -116,7 +116,9 @@ async def test_database_discover_table(toolset: AssembledToolset) -> None:
 async def test_database_discover_refuses_hidden_table(toolset: AssembledToolset) -> None:
     args = {"subcommand": "discover", "database": "sales", "table": "salaries"}
     result = await toolset.call("database", args, ctx())
-    assert result.error == "Unknown table of 'sales' 'salaries'. Valid: customers, orders."
+    assert result.error == (
+        "Unknown table 'salaries' in database 'sales'. Valid: customers, orders."
+    )
 
 
 async def test_database_query_dispatches(toolset: AssembledToolset, rec: Recorders) -> None:

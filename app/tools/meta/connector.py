@@ -80,7 +80,9 @@ class ConnectorMetaTool:
             if action.name == name:
                 return action
         names = [a.name for a in connector.actions]
-        return ToolResult.fail(unknown_name(f"action of {connector.name!r}", name, names))
+        return ToolResult.fail(
+            unknown_name("action", name, names, scope=f"connector {connector.name!r}")
+        )
 
     def _discover(self, connector: Connector, action_name: Any) -> ToolResult:
         if action_name:

@@ -69,7 +69,7 @@ def find_table(database: DatabaseConnector, name: str) -> TableInfo | ToolResult
         if table.name == name:
             return table
     return ToolResult.fail(
-        unknown_name(f"table of {database.name!r}", name, [t.name for t in tables])
+        unknown_name("table", name, [t.name for t in tables], scope=f"database {database.name!r}")
     )
 
 

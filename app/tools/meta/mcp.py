@@ -75,7 +75,9 @@ class McpMetaTool:
         tools = self._tools[server.name]
         found = tools.get(name)
         if found is None:
-            return ToolResult.fail(unknown_name(f"tool of {server.name!r}", name, list(tools)))
+            return ToolResult.fail(
+                unknown_name("tool", name, list(tools), scope=f"MCP server {server.name!r}")
+            )
         return found
 
     def _discover(self, server: McpServer, tool_name: Any) -> ToolResult:
