@@ -1,0 +1,365 @@
+"""OpenAPI 3.0/3.1 → a connector draft (SPEC §2 `POST /api/v1/connectors/import`).
+
+Choices a user of the import should know:
+* base_url: the `base_url` argument wins as given; otherwise `servers[0].url` with server
+  variables set to their defaults (a relative server URL then needs `base_url`).
+* auth: the first scheme named by top-level `security`, else by an operation, else the first
+  defined. `http bearer` → bearer, `http basic` → basic, `apiKey` in header/query → api_key,
+  `oauth2`/`openIdConnect` → bearer (an access token obtained elsewhere); cookie API keys and
+  other schemes import as `none` with a warning.
+* actions: `operationId` (snake_cased) or `method_path`, sanitised to `[a-z0-9_]{1,64}` and
+  made unique. Parameters keep their schema plus `x-location`; cookie parameters and the
+  headers OpenAPI reserves (Accept, Content-Type, Authorization) are skipped. A JSON object
+  body becomes one body parameter per property (readOnly ones skipped); any other JSON body
+  becomes a single `body` parameter sent as the whole body (`body_template: "{{body}}"`).
+* `$ref`s must be local (`#/...`); they are inlined, and a cycle is cut with a
+  `{"description": "(recursive: <ref>)"}` schema. Errors raise `Invalid` naming the JSON
+  pointer of the problem.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from app.connectors.actions import path_placeholders
+from app.connectors.openapi_doc import Refs, check_version, load, mapping, pointer, short_text
+from app.errors import Invalid
+
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
+_RESERVED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+
+
+class ActionDraft(BaseModel):
+    name: str
+    description: str = ""
+    method: str
+    path: str
+    parameters: dict[str, Any]
+    body_template: Any | None = None
+    requires_confirmation: bool = False
+
+
+class ConnectorDraft(BaseModel):
+    name: str
+    description: str = ""
+    base_url: str
+    auth_type: str = "none"
+    auth_config: dict[str, Any] = Field(default_factory=dict)
+    actions: list[ActionDraft] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    """What the import skipped or guessed, for the admin to review."""
+
+
+def slug(text: str, *, fallback: str = "op", camel: bool = True) -> str:
+    """snake_case `text` into `[a-z0-9_]{1,64}` (`findPetsByIDs` → `find_pets_by_ids`)."""
+    snake = text
+    if camel:
+        snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", snake)
+        snake = re.sub(r"([A-Z]+)([A-Z][a-z]{2,})", r"\1_\2", snake)
+    cleaned = re.sub(r"[^a-z0-9]+", "_", snake.lower()).strip("_")
+    return cleaned[:64].rstrip("_") or fallback
+
+
+def parse_openapi(
+    document: dict[str, Any] | str, *, name: str | None = None, base_url: str | None = None
+) -> ConnectorDraft:
+    """Build a connector draft from an OpenAPI 3.x document (object, JSON or YAML text)."""
+    doc = load(document)
+    check_version(doc)
+    refs = Refs(doc)
+    info = mapping(doc.get("info") or {}, "/info")
+    warnings: list[str] = []
+    draft_name = slug(name) if name else slug(
+        str(info.get("title") or "api"), fallback="api", camel=False
+    )
+    if name and draft_name != name:
+        raise Invalid(f"name: {name!r} must match [a-z0-9_]{{1,64}}")
+    actions = list(_actions(doc, refs, warnings))
+    if not actions:
+        raise Invalid("/paths: the document defines no operations")
+    auth_type, auth_config = _auth(doc, refs, warnings)
+    return ConnectorDraft(
+        name=draft_name,
+        description=short_text(info.get("description") or info.get("title") or "", limit=2000),
+        base_url=(base_url or _server_url(doc)).rstrip("/"),
+        auth_type=auth_type,
+        auth_config=auth_config,
+        actions=actions,
+        warnings=warnings,
+    )
+
+
+# --- servers and auth -------------------------------------------------------------------
+
+
+def _server_url(doc: Mapping[str, Any]) -> str:
+    servers = doc.get("servers") or []
+    if not isinstance(servers, list) or not servers:
+        raise Invalid("/servers: no server URL in the document; pass base_url")
+    server = mapping(servers[0], "/servers/0")
+    url = str(server.get("url") or "")
+    variables = server.get("variables") or {}
+    for var, spec in mapping(variables, "/servers/0/variables").items():
+        default = spec.get("default") if isinstance(spec, dict) else None
+        if default is None:
+            raise Invalid(f"{pointer('servers', 0, 'variables', var)}: variable has no default")
+        url = url.replace("{" + var + "}", str(default))
+    if not url.startswith(("http://", "https://")):
+        raise Invalid(
+            f"/servers/0/url: {url!r} is not an absolute http(s) URL; pass base_url"
+        )
+    return url
+
+
+def _auth(
+    doc: Mapping[str, Any], refs: Refs, warnings: list[str]
+) -> tuple[str, dict[str, Any]]:
+    components = mapping(doc.get("components") or {}, "/components")
+    schemes = mapping(components.get("securitySchemes") or {}, "/components/securitySchemes")
+    if not schemes:
+        return "none", {}
+    for scheme_name in _security_order(doc, schemes):
+        at = pointer("components", "securitySchemes", scheme_name)
+        scheme = mapping(refs.shallow(schemes[scheme_name], at), at)
+        found = _map_scheme(scheme, at, warnings)
+        if found is not None:
+            return found
+    return "none", {}
+
+
+def _security_order(doc: Mapping[str, Any], schemes: Mapping[str, Any]) -> list[str]:
+    ordered: dict[str, None] = {}
+    requirements = list(doc.get("security") or [])
+    for item in (doc.get("paths") or {}).values():
+        for method in METHODS:
+            op = item.get(method) if isinstance(item, dict) else None
+            if isinstance(op, dict):
+                requirements += list(op.get("security") or [])
+    for requirement in requirements:
+        if isinstance(requirement, dict):
+            ordered.update(dict.fromkeys(k for k in requirement if k in schemes))
+    ordered.update(dict.fromkeys(schemes))
+    return list(ordered)
+
+
+def _map_scheme(
+    scheme: Mapping[str, Any], at: str, warnings: list[str]
+) -> tuple[str, dict[str, Any]] | None:
+    kind = scheme.get("type")
+    if kind is None:
+        raise Invalid(f"{at}: security scheme has no 'type'")
+    if kind == "http":
+        http_scheme = str(scheme.get("scheme", "")).lower()
+        if http_scheme in ("bearer", "basic"):
+            return http_scheme, ({"token_prefix": "Bearer"} if http_scheme == "bearer" else {})
+    elif kind == "apiKey":
+        where, key_name = scheme.get("in"), scheme.get("name")
+        if not key_name:
+            raise Invalid(f"{at}/name: apiKey scheme needs a 'name'")
+        if where == "header":
+            return "api_key", {"header_name": str(key_name)}
+        if where == "query":
+            return "api_key", {"query_param": str(key_name)}
+    elif kind in ("oauth2", "openIdConnect"):
+        warnings.append(f"{at}: {kind} imported as bearer; store an access token as credentials")
+        return "bearer", {"token_prefix": "Bearer"}
+    warnings.append(f"{at}: unsupported security scheme ({kind}) skipped")
+    return None
+
+
+# --- operations -------------------------------------------------------------------------
+
+
+def _actions(doc: Mapping[str, Any], refs: Refs, warnings: list[str]) -> Iterator[ActionDraft]:
+    paths = mapping(doc.get("paths") or {}, "/paths")
+    used: set[str] = set()
+    for path, raw_item in paths.items():
+        at = pointer("paths", path)
+        if not str(path).startswith("/"):
+            raise Invalid(f"{at}: path must start with '/'")
+        item = mapping(refs.shallow(raw_item, at), at)
+        shared = _parameter_list(item.get("parameters"), f"{at}/parameters", refs)
+        for method in METHODS:
+            if method not in item:
+                continue
+            op_at = f"{at}/{method}"
+            op = mapping(item[method], op_at)
+            if "responses" in op:
+                mapping(op["responses"], f"{op_at}/responses")
+            name = _unique(slug(str(op.get("operationId") or f"{method}_{path}")), used)
+            yield _action(name, method, str(path), op, shared, op_at, refs, warnings)
+
+
+def _unique(name: str, used: set[str]) -> str:
+    candidate, n = name, 2
+    while candidate in used:
+        suffix = f"_{n}"
+        candidate = name[: 64 - len(suffix)] + suffix
+        n += 1
+    used.add(candidate)
+    return candidate
+
+
+def _parameter_list(raw: Any, at: str, refs: Refs) -> dict[tuple[str, str], tuple[str, Any]]:
+    """(name, in) → (pointer, parameter object), in document order."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        raise Invalid(f"{at}: expected a list")
+    found: dict[tuple[str, str], tuple[str, Any]] = {}
+    for i, item in enumerate(raw):
+        p_at = f"{at}/{i}"
+        param = mapping(refs.shallow(item, p_at), p_at)
+        name, where = param.get("name"), param.get("in")
+        if not isinstance(name, str) or not name:
+            raise Invalid(f"{p_at}/name: a parameter needs a name")
+        if where not in ("path", "query", "header", "cookie"):
+            raise Invalid(f"{p_at}/in: must be path, query, header or cookie, got {where!r}")
+        found[(name, where)] = (p_at, param)
+    return found
+
+
+def _action(
+    name: str,
+    method: str,
+    path: str,
+    op: Mapping[str, Any],
+    shared: dict[tuple[str, str], tuple[str, Any]],
+    at: str,
+    refs: Refs,
+    warnings: list[str],
+) -> ActionDraft:
+    params = {**shared, **_parameter_list(op.get("parameters"), f"{at}/parameters", refs)}
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    placeholders = path_placeholders(path)
+    for (p_name, where), (p_at, param) in params.items():
+        skip = _skip_reason(p_name, where, placeholders, path, properties)
+        if skip:
+            warnings.append(f"{p_at}: {skip}")
+            continue
+        properties[p_name] = _param_schema(param, where, p_at, refs)
+        if where == "path" or param.get("required"):
+            required.append(p_name)
+    for placeholder in placeholders:
+        if placeholder not in properties:
+            properties[placeholder] = {"type": "string", "x-location": "path"}
+            required.append(placeholder)
+    template = _request_body(op, at, refs, properties, required, warnings)
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return ActionDraft(
+        name=name,
+        description=_describe(op),
+        method=method.upper(),
+        path=path,
+        parameters=schema,
+        body_template=template,
+        requires_confirmation=bool(op.get("x-requires-confirmation", False)),
+    )
+
+
+def _skip_reason(
+    name: str, where: str, placeholders: list[str], path: str, taken: Mapping[str, Any]
+) -> str | None:
+    if where == "cookie":
+        return f"cookie parameter {name!r} skipped (not supported)"
+    if where == "header" and name.lower() in _RESERVED_HEADERS:
+        return f"header {name!r} skipped (set by the connector)"
+    if where == "path" and name not in placeholders:
+        return f"path parameter {name!r} is not in {path!r}; skipped"
+    if name in taken:
+        return f"parameter {name!r} ({where}) clashes with another of that name; skipped"
+    return None
+
+
+def _param_schema(param: Mapping[str, Any], where: str, at: str, refs: Refs) -> dict[str, Any]:
+    raw = param.get("schema")
+    if raw is None and isinstance(param.get("content"), dict) and param["content"]:
+        raw = next(iter(param["content"].values())).get("schema")
+    schema = refs.schema(raw, f"{at}/schema") if raw is not None else {"type": "string"}
+    schema = dict(schema) if isinstance(schema, dict) else {}
+    if param.get("description") and "description" not in schema:
+        schema["description"] = short_text(param["description"], limit=300)
+    schema["x-location"] = where
+    return schema
+
+
+def _describe(op: Mapping[str, Any]) -> str:
+    parts = [short_text(op.get("summary")), short_text(op.get("description"))]
+    unique = [p for i, p in enumerate(parts) if p and p not in parts[:i]]
+    text = " — ".join(unique)
+    if op.get("deprecated"):
+        text = f"(deprecated) {text}".strip()
+    return short_text(text)
+
+
+def _request_body(
+    op: Mapping[str, Any],
+    at: str,
+    refs: Refs,
+    properties: dict[str, Any],
+    required: list[str],
+    warnings: list[str],
+) -> Any:
+    if "requestBody" not in op:
+        return None
+    b_at = f"{at}/requestBody"
+    body = mapping(refs.shallow(op["requestBody"], b_at), b_at)
+    content = mapping(body.get("content") or {}, f"{b_at}/content")
+    media = next((m for m in content if _is_json(m)), None)
+    if media is None:
+        if content:
+            warnings.append(f"{b_at}: media types {', '.join(content)} not supported; skipped")
+        return None
+    m_at = f"{b_at}/content/{pointer(media)[1:]}"
+    media_obj = mapping(content[media] or {}, m_at)
+    schema = refs.schema(media_obj.get("schema") or {}, f"{m_at}/schema")
+    body_required = bool(body.get("required"))
+    fields = _object_fields(schema)
+    if fields is None:
+        name = "body" if "body" not in properties else "request_body"
+        properties[name] = {**(schema if isinstance(schema, dict) else {}), "x-location": "body"}
+        if body_required:
+            required.append(name)
+        return "{{" + name + "}}"
+    props, needed = fields
+    template: dict[str, str] = {}
+    for key, prop in props.items():
+        if isinstance(prop, dict) and prop.get("readOnly"):
+            continue
+        param = key if key not in properties else f"body_{key}"
+        properties[param] = {**(prop if isinstance(prop, dict) else {}), "x-location": "body"}
+        template[key] = "{{" + param + "}}"
+        if body_required and key in needed:
+            required.append(param)
+    renamed = any(v != "{{" + k + "}}" for k, v in template.items())
+    return template if renamed else None
+
+
+def _is_json(media: str) -> bool:
+    base = media.split(";", 1)[0].strip().lower()
+    return base in ("application/json", "*/*") or base.endswith("+json")
+
+
+def _object_fields(schema: Any) -> tuple[dict[str, Any], set[str]] | None:
+    """Properties and required names of an object schema (allOf merged), else None."""
+    if not isinstance(schema, dict):
+        return None
+    props: dict[str, Any] = {}
+    needed: set[str] = set()
+    for part in schema.get("allOf") or []:
+        sub = _object_fields(part)
+        if sub is None:
+            return None
+        props.update(sub[0])
+        needed |= sub[1]
+    if isinstance(schema.get("properties"), dict):
+        props.update(schema["properties"])
+        needed |= set(schema.get("required") or [])
+    return (props, needed) if props else None
