@@ -1,9 +1,12 @@
 import socket
 import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
+import httpx
 import pytest
 
-from app.llm.client import LlmClient, LlmError
+from app.llm.client import LlmClient, LlmError, _retry_after
 from app.llm.types import ChatMessage, TextDelta
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 from tests.llm.conftest import API_KEY, ClientFactory
@@ -175,3 +178,15 @@ async def test_api_key_never_appears_in_retry_logs_or_unavailable_errors(
     assert "retry 1/1" in caplog.text
     assert API_KEY not in caplog.text
     assert API_KEY not in str(info.value)
+
+
+def test_retry_after_accepts_seconds_milliseconds_and_http_dates() -> None:
+
+
+
+    assert _retry_after(httpx.Headers({"Retry-After": "1.5"})) == 1.5
+    assert _retry_after(httpx.Headers({"retry-after-ms": "250", "Retry-After": "9"})) == 0.25
+    future = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 25 < (_retry_after(httpx.Headers({"Retry-After": future})) or 0) <= 30
+    assert _retry_after(httpx.Headers({"Retry-After": "soon"})) is None
+    assert _retry_after(httpx.Headers()) is None

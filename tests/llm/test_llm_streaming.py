@@ -1,3 +1,4 @@
+import asyncio
 from typing import Any
 
 import pytest
@@ -190,3 +191,21 @@ def test_from_settings_uses_llm_settings_and_model_override() -> None:
     assert (client.base_url, client.model, client.timeout_s, client.max_retries) == (
         "http://127.0.0.1:1/v1", "m2", 7, 1)
     assert LlmClient.from_settings(settings).model == "m1"
+
+
+async def test_concurrent_streams_on_one_client_do_not_mix(
+    scripted_llm: ScriptedLLM, make_client: ClientFactory
+) -> None:
+    def echo(body: dict[str, Any]) -> Turn:
+        return Turn(text=f"echo {body['messages'][-1]['content']} end", token_delay_s=0.01)
+
+    scripted_llm.script(*[echo] * 8)
+    client = make_client(scripted_llm)
+
+    async def ask(n: int) -> str:
+        deltas, [completion] = await collect(client, messages=[ChatMessage.user(f"q{n}")])
+        assert "".join(deltas) == completion.text
+        return completion.text
+
+    answers = await asyncio.gather(*(ask(n) for n in range(8)))
+    assert answers == [f"echo q{n} end" for n in range(8)]
