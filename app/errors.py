@@ -56,10 +56,15 @@ def error_body(kind: str, detail: str) -> dict[str, str]:
     return {"error": kind, "detail": detail}
 
 
+_LOCATIONS = frozenset({"body", "query", "path", "header", "cookie"})
+
+
 def _format_validation(errors: list[Any]) -> str:
     parts = []
     for err in errors:
-        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        loc = [str(p) for p in err.get("loc", ())]
+        if loc and loc[0] in _LOCATIONS:  # only the leading request part, not a field "path"
+            loc = loc[1:]
         where = ".".join(loc) or "body"
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(parts)

@@ -11,9 +11,13 @@ Scope = Literal["admin", "chat"]
 KeyName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
+def _default_scopes() -> list[Scope]:
+    return ["chat"]
+
+
 class ApiKeyCreate(Schema):
     name: KeyName
-    scopes: list[Scope] = Field(default_factory=lambda: ["chat"], min_length=1)
+    scopes: list[Scope] = Field(default_factory=_default_scopes, min_length=1)
 
 
 class ApiKeyUpdate(Schema):

@@ -19,6 +19,10 @@ from app.errors import Conflict, Invalid, NotFound
 from app.kit.crud import CrudService
 
 
+def _by_name(action: ActionCreate) -> str:
+    return action.name
+
+
 def _invalid(exc: ValueError) -> Invalid:
     return Invalid(str(exc))
 
@@ -33,7 +37,8 @@ class ConnectorService(CrudService[Connector]):
         connector = Connector(
             **fields,
             auth_config=data.auth_config.model_dump(exclude_none=True),
-            actions=[ConnectorAction(**a.model_dump()) for a in data.actions],
+            # Same order as every later read (the relationship is ordered by name).
+            actions=[ConnectorAction(**a.model_dump()) for a in sorted(data.actions, key=_by_name)],
         )
         return await self.save(session, connector)
 

@@ -25,5 +25,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
             await session.commit()
 
 
-SessionDep = Annotated[AsyncSession, Depends(get_session)]
+SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+"""`scope="function"`: commit before the response is sent, so a 2xx means the write is durable
+and a failing commit becomes an error response (FastAPI's default runs the exit code after)."""
 SessionmakerDep = Annotated[async_sessionmaker[AsyncSession], Depends(get_sessionmaker)]

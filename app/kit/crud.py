@@ -56,7 +56,9 @@ class CrudService(Generic[M]):
             raise Conflict(f"{self.label} conflicts with an existing one: {exc.orig}") from exc
         return obj
 
-    def apply(self, obj: M, update: BaseModel, *, skip: frozenset[str] = frozenset()) -> set[str]:
+    def apply(
+        self, obj: Base, update: BaseModel, *, skip: frozenset[str] = frozenset()
+    ) -> set[str]:
         """Apply the fields the client sent (PATCH semantics); returns their names."""
         fields = update.model_dump(exclude_unset=True)
         columns = sa_inspect(type(obj)).columns

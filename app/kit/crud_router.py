@@ -33,7 +33,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 class CrudServiceLike(Protocol):
-    label: str
+    @property
+    def label(self) -> str: ...
 
     async def create(self, session: AsyncSession, data: Any) -> Any: ...
     async def update(self, session: AsyncSession, id: uuid.UUID, data: Any) -> Any: ...

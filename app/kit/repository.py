@@ -29,7 +29,7 @@ class RepositoryBase(Generic[M]):
         """Eager loads every read applies (relationships are lazy="raise")."""
         return ()
 
-    def base_select(self) -> Select[tuple[M]]:
+    def base_select(self) -> Select[M]:
         return select(self.model).options(*self._options())
 
     async def get(self, id: uuid.UUID) -> M | None:
@@ -47,7 +47,7 @@ class RepositoryBase(Generic[M]):
         return list((await self.session.execute(stmt)).scalars().unique().all())
 
     async def paginate(
-        self, *, limit: int, offset: int, stmt: Select[tuple[M]] | None = None
+        self, *, limit: int, offset: int, stmt: Select[M] | None = None
     ) -> tuple[list[M], int]:
         stmt = stmt if stmt is not None else self.base_select()
         total = await self.session.scalar(select(func.count()).select_from(stmt.subquery()))

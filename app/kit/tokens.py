@@ -33,6 +33,6 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
     ids = enc.encode(text)
     if len(ids) <= max_tokens:
         return text
-    cut = enc.decode(ids[:max_tokens])
+    cut: str = enc.decode(ids[:max_tokens])
     # A token boundary can split a multi-byte character: drop the replacement char.
     return cut.rstrip("\ufffd")

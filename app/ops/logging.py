@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from app.security.redact import redact_text
+from app.security.redact import redact, redact_text
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "request_id", default=None
@@ -29,9 +29,11 @@ class JsonFormatter(logging.Formatter):
         rid = request_id_var.get()
         if rid:
             payload["request_id"] = rid
+        # Extras are redacted before encoding: JSON escaping (quotes, non-ASCII) would hide
+        # a secret from the final pass over the encoded line.
         for key, value in record.__dict__.items():
             if key not in _STD_ATTRS and not key.startswith("_"):
-                payload[key] = value
+                payload[key] = redact(value)
         if record.exc_info:
             payload["exc"] = redact_text(self.formatException(record.exc_info))
         return redact_text(json.dumps(payload, default=str))
