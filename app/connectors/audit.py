@@ -51,6 +51,7 @@ class AuditSink:
         self._closed = False
         self.dropped = 0
         self.written = 0
+        self.failed = 0
 
     def record(self, entry: AuditEntry) -> None:
         """Queue one row; never blocks."""
@@ -107,5 +108,6 @@ class AuditSink:
                 await session.commit()
         except Exception:
             logger.exception("writing %d connector audit rows failed", len(rows))
+            self.failed += len(rows)
             return
         self.written += len(rows)
