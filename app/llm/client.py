@@ -18,14 +18,13 @@ import logging
 import random
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from app.llm.stream import ChunkError, StreamAssembler, completion_from_json
+from app.llm.errors import ERROR_SNIPPET_CHARS, LlmError, error_detail, retry_after
+from app.llm.stream import ChunkError, SseDecoder, StreamAssembler, completion_from_json
 from app.llm.types import ChatMessage, Completion, TextDelta
 
 if TYPE_CHECKING:
@@ -35,32 +34,8 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _RETRY_STATUSES = frozenset({408, 409, 429})
-_ERROR_SNIPPET_CHARS = 300
 
-
-class LlmError(Exception):
-    """A model call failed. `code`: llm_unavailable, llm_timeout, llm_http_<status>,
-    llm_bad_response, llm_upstream_error, llm_not_configured."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        status_code: int | None = None,
-        retryable: bool = False,
-        retry_after_s: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status_code = status_code
-        self.retryable = retryable
-        """Whether a fresh attempt could succeed (the client decides if it may retry)."""
-        self.retry_after_s = retry_after_s
-
-    def __str__(self) -> str:
-        return f"{self.code}: {self.message}"
+__all__ = ["LlmClient", "LlmError"]
 
 
 class LlmClient:
@@ -217,15 +192,22 @@ class LlmClient:
             "POST", self._url, json=body, headers=self._headers(),
             timeout=httpx.Timeout(self.timeout_s),
         )
-        async with _IoGuard(self, "connect"), asyncio.timeout_at(deadline):
+        async with _IoGuard(self, "waiting for the response"), asyncio.timeout_at(deadline):
             response = await http.send(request, stream=True)
         try:
             if response.status_code >= 400:
-                async with _IoGuard(self, "read"), asyncio.timeout_at(deadline):
+                async with _IoGuard(self, "reading the response"), asyncio.timeout_at(deadline):
                     await response.aread()
                 raise self._status_error(response)
-            if response.headers.get("content-type", "").startswith("application/json"):
-                async with _IoGuard(self, "read"), asyncio.timeout_at(deadline):
+            content_type = response.headers.get("content-type", "")
+            if content_type.startswith("text/html"):
+                raise LlmError(
+                    "llm_bad_response",
+                    f"the model endpoint {self._endpoint} answered with an HTML page, "
+                    "not a chat completion (check QUIVER_LLM_BASE_URL)",
+                )
+            if content_type.startswith("application/json"):
+                async with _IoGuard(self, "reading the response"), asyncio.timeout_at(deadline):
                     await response.aread()
                 completion = self._parse(lambda: completion_from_json(response.json()))
                 if completion.message.content:
@@ -241,16 +223,22 @@ class LlmClient:
         self, response: httpx.Response, deadline: float
     ) -> AsyncGenerator[TextDelta | Completion, None]:
         assembler = StreamAssembler()
-        done = False
-        async with aclosing(self._sse_data(response, deadline)) as events:
-            # Read to the end of the body even after [DONE]: an unfinished body would make
+        decoder = SseDecoder()
+        chunks = response.aiter_text()
+        done = ended = False
+        while not ended:
+            try:
+                # One deadline per network read (not per line); never spans a yield.
+                async with _IoGuard(self, "reading the stream"), asyncio.timeout_at(deadline):
+                    events = decoder.feed(await anext(chunks))
+            except StopAsyncIteration:
+                events, ended = decoder.flush(), True
+            # After [DONE] keep reading to the end of the body: an unfinished body makes
             # httpx drop the connection instead of returning it to the pool.
-            async for data in events:
-                if done:
-                    continue
+            for data in [] if done else events:
                 if data.strip() == "[DONE]":
                     done = True
-                    continue
+                    break
                 text = self._feed(assembler, data)
                 if text:
                     yield TextDelta(text)
@@ -260,42 +248,6 @@ class LlmClient:
                 retryable=True,
             )
         yield self._parse(assembler.finish)
-
-    async def _sse_data(
-        self, response: httpx.Response, deadline: float
-    ) -> AsyncGenerator[str, None]:
-        """The `data` of each SSE event, decoded as the OpenAI SDK does (blank line ends one).
-
-        The deadline is armed once per network read rather than once per line.
-        """
-        chunks = response.aiter_text()
-        pending: list[str] = []
-        data: list[str] = []
-        while True:
-            try:
-                async with _IoGuard(self, "read"), asyncio.timeout_at(deadline):
-                    text = await anext(chunks)
-            except StopAsyncIteration:
-                break
-            pending.append(text)
-            if "\n" not in text:
-                continue
-            *lines, rest = "".join(pending).split("\n")
-            pending = [rest] if rest else []
-            for line in lines:
-                line = line.removesuffix("\r")
-                if not line:
-                    if data:
-                        yield "\n".join(data)
-                        data = []
-                elif line.startswith("data:"):
-                    data.append(line[6:] if line.startswith("data: ") else line[5:])
-                # other fields (event:, id:, retry:) and ": ping" comments are ignored
-        tail = "".join(pending).removesuffix("\r")
-        if tail.startswith("data:"):
-            data.append(tail[5:].removeprefix(" "))
-        if data:
-            yield "\n".join(data)
 
     def _feed(self, assembler: StreamAssembler, data: str) -> str:
         try:
@@ -326,18 +278,18 @@ class LlmClient:
 
     def _status_error(self, response: httpx.Response) -> LlmError:
         status = response.status_code
-        detail = self.redact(_error_detail(response))
+        detail = self.redact(error_detail(response))[:ERROR_SNIPPET_CHARS]
         retryable = status in _RETRY_STATUSES or status >= 500
         return LlmError(
             f"llm_http_{status}",
             f"the model endpoint answered HTTP {status}" + (f": {detail}" if detail else ""),
             status_code=status,
             retryable=retryable,
-            retry_after_s=_retry_after(response.headers) if retryable else None,
+            retry_after_s=retry_after(response.headers) if retryable else None,
         )
 
     def redact(self, text: str) -> str:
-        """Remove the API key (and a bare-token echo of it) from provider text."""
+        """Remove the API key from provider text (redact before truncating)."""
         if self._api_key:
             text = text.replace(self._api_key, "***")
         return text
@@ -370,7 +322,7 @@ class _IoGuard:
                 retryable=True,
             ) from None
         if isinstance(exc, httpx.TransportError):
-            what = "cannot reach" if self.phase == "connect" else "lost the connection to"
+            what = "cannot reach" if exc_type is httpx.ConnectError else "lost the connection to"
             raise LlmError(
                 "llm_unavailable",
                 f"{what} the model endpoint {endpoint} ({type(exc).__name__})",
@@ -389,37 +341,3 @@ def _describe(url: str) -> str:
     parsed = httpx.URL(url)
     port = f":{parsed.port}" if parsed.port else ""
     return f"{parsed.host}{port}"
-
-
-def _error_detail(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text.strip()[:_ERROR_SNIPPET_CHARS]
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])[:_ERROR_SNIPPET_CHARS]
-    if isinstance(error, str):
-        return error[:_ERROR_SNIPPET_CHARS]
-    return json.dumps(body)[:_ERROR_SNIPPET_CHARS]
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds from `retry-after-ms` or `Retry-After` (delta-seconds or an HTTP date)."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())

@@ -120,3 +120,43 @@ def _error_message(error: object) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or error.get("type") or "unknown error")
     return str(error)
+
+
+class SseDecoder:
+    """Incremental text/event-stream decoder yielding each event's `data`, as the OpenAI SDK
+    does: `data:` lines accumulate until a blank line; other fields and comments are ignored.
+    Lines split on LF / CRLF only, so U+2028 inside JSON never breaks an event."""
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []
+        self._data: list[str] = []
+
+    def feed(self, text: str) -> list[str]:
+        """Consume one network read; return the data of every event it completed."""
+        self._pending.append(text)
+        if "\n" not in text:
+            return []
+        *lines, rest = "".join(self._pending).split("\n")
+        self._pending = [rest] if rest else []
+        events: list[str] = []
+        for line in lines:
+            self._line(line.removesuffix("\r"), events)
+        return events
+
+    def flush(self) -> list[str]:
+        """End of body: an unterminated last line or event still counts."""
+        events: list[str] = []
+        tail = "".join(self._pending).removesuffix("\r")
+        self._pending = []
+        if tail:
+            self._line(tail, events)
+        self._line("", events)
+        return events
+
+    def _line(self, line: str, events: list[str]) -> None:
+        if not line:
+            if self._data:
+                events.append("\n".join(self._data))
+                self._data = []
+        elif line.startswith("data:"):
+            self._data.append(line[6:] if line.startswith("data: ") else line[5:])

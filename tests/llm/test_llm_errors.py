@@ -6,7 +6,8 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from app.llm.client import LlmClient, LlmError, _retry_after
+from app.llm.client import LlmClient, LlmError
+from app.llm.errors import retry_after
 from app.llm.types import ChatMessage, TextDelta
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 from tests.llm.conftest import API_KEY, ClientFactory
@@ -184,9 +185,9 @@ def test_retry_after_accepts_seconds_milliseconds_and_http_dates() -> None:
 
 
 
-    assert _retry_after(httpx.Headers({"Retry-After": "1.5"})) == 1.5
-    assert _retry_after(httpx.Headers({"retry-after-ms": "250", "Retry-After": "9"})) == 0.25
+    assert retry_after(httpx.Headers({"Retry-After": "1.5"})) == 1.5
+    assert retry_after(httpx.Headers({"retry-after-ms": "250", "Retry-After": "9"})) == 0.25
     future = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
-    assert 25 < (_retry_after(httpx.Headers({"Retry-After": future})) or 0) <= 30
-    assert _retry_after(httpx.Headers({"Retry-After": "soon"})) is None
-    assert _retry_after(httpx.Headers()) is None
+    assert 25 < (retry_after(httpx.Headers({"Retry-After": future})) or 0) <= 30
+    assert retry_after(httpx.Headers({"Retry-After": "soon"})) is None
+    assert retry_after(httpx.Headers()) is None

@@ -6,9 +6,10 @@ from typing import Any
 import pytest
 
 from app.llm.client import LlmError
+from app.llm.stream import SseDecoder
 from app.llm.types import ChatMessage, TextDelta
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
-from tests.llm.conftest import ClientFactory
+from tests.llm.conftest import API_KEY, ClientFactory
 
 HELLO = [ChatMessage.user("hello")]
 
@@ -131,3 +132,34 @@ async def test_consumer_stopping_early_closes_the_stream_cleanly(
     assert first == TextDelta("one")
     again = await client.complete(HELLO, tools=None)
     assert again.text == "done"
+
+
+def test_sse_decoder_handles_split_lines_multi_data_and_unterminated_tail() -> None:
+    decoder = SseDecoder()
+    assert decoder.feed("data: a") == []
+    assert decoder.feed("bc\r\n") == []
+    assert decoder.feed("data:def\n\n: comment\nevent: x\n\ndata: [DONE]") == ["abc\ndef"]
+    assert decoder.flush() == ["[DONE]"]
+    assert decoder.flush() == []
+
+
+async def test_html_page_is_a_bad_response_not_retried(
+    scripted_llm: ScriptedLLM, make_client: ClientFactory
+) -> None:
+    scripted_llm.script(Turn(raw_body=["<html>login</html>"], raw_media_type="text/html"))
+    with pytest.raises(LlmError) as info:
+        await make_client(scripted_llm).complete(HELLO, tools=None)
+    assert info.value.code == "llm_bad_response"
+    assert "HTML page" in info.value.message
+    assert len(scripted_llm.requests) == 1
+
+
+async def test_key_is_redacted_before_the_error_detail_is_truncated(
+    scripted_llm: ScriptedLLM, make_client: ClientFactory
+) -> None:
+    message = "x" * 290 + f" key {API_KEY} rejected"
+    scripted_llm.script(Turn(status=401, error_message=message))
+    with pytest.raises(LlmError) as info:
+        await make_client(scripted_llm).complete(HELLO, tools=None)
+    assert API_KEY[:6] not in info.value.message
+    assert " key ***" in info.value.message[-10:]
