@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -28,13 +29,21 @@ class JournalWriter:
         self._hub = hub
         self._notify = notify
 
-    async def write(self, event: RunEvent) -> tuple[int, RunEvent]:
-        """Persist one event in its own short transaction; returns (seq, redacted event)."""
+    async def write(
+        self, event: RunEvent, *, also: Callable[[AsyncSession], Awaitable[None]] | None = None
+    ) -> tuple[int, RunEvent]:
+        """Persist one event in its own short transaction; returns (seq, redacted event).
+
+        `also` runs in the same transaction (the run's final state goes with its last event,
+        so a reader never sees a finished run without its final event).
+        """
         data = redact(event_payload(event))
         clean = event_from_record(event.kind, data)
         self.seq += 1
         async with self._sessionmaker() as session:
             await RunRepository(session).append_event(self.run_id, self.seq, event.kind, data)
+            if also is not None:
+                await also(session)
             if self._notify:
                 await session.execute(
                     text("SELECT pg_notify(:channel, :payload)"),

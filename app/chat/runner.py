@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,33 +204,33 @@ class RunManager:
                 )
             )
         try:
-            await self._settle(active, run, terminal)
-            active.publish(await journal.write(terminal))
+            active.publish(await journal.write(terminal, also=self._settler(active, run, terminal)))
+        except Exception:
+            logger.exception("could not persist the end of run %s", active.run_id)
         finally:
             self.active.pop(active.run_id, None)
             if self.on_finished is not None:
                 self.on_finished(run.status if terminal.kind == "run_finished" else "failed")
 
-    async def _settle(self, active: ActiveRun, run: ReactRun, terminal: RunEvent) -> None:
-        """Persist the conversation and the run's final state before the last event is sent."""
-        failed = isinstance(terminal, RunFailed)
-        try:
-            async with self.sessionmaker() as session:
-                await ConversationRepository(session).add_messages(
-                    active.conversation_id,
-                    active.run_id,
-                    [message_row(m) for m in run.new_messages],
-                )
-                await RunRepository(session).finish(
-                    active.run_id,
-                    status="failed" if failed else run.status,
-                    iterations=run.iterations,
-                    usage=run.usage.to_dict(),
-                    error=terminal.error.model_dump() if isinstance(terminal, RunFailed) else None,
-                )
-                await session.commit()
-        except Exception:
-            logger.exception("could not persist the end of run %s", active.run_id)
+    def _settler(
+        self, active: ActiveRun, run: ReactRun, terminal: RunEvent
+    ) -> Callable[[AsyncSession], Awaitable[None]]:
+        """Persist the conversation and the run's final state with the run's last event."""
+
+        async def settle(session: AsyncSession) -> None:
+            await ConversationRepository(session).add_messages(
+                active.conversation_id, active.run_id, [message_row(m) for m in run.new_messages]
+            )
+            failed = isinstance(terminal, RunFailed)
+            await RunRepository(session).finish(
+                active.run_id,
+                status="failed" if failed else run.status,
+                iterations=run.iterations,
+                usage=run.usage.to_dict(),
+                error=terminal.error.model_dump() if isinstance(terminal, RunFailed) else None,
+            )
+
+        return settle
 
     # --- cancel --------------------------------------------------------------------------
 

@@ -35,9 +35,11 @@ class ToolPhase:
         if self.step_iteration is not None:
             self.tracker = ProgressTracker(self.step_iteration)
 
-    def _kind(self, name: str) -> str:
+    def _step(self, name: str, args: dict[str, Any]) -> str:
         tool = self.toolset.full_tools().get(name)
-        return tool.kind if tool else "unknown"
+        if tool is None:
+            return name
+        return step_id_for(name, args, tool.kind, target=tool.target)
 
     async def _run_one(
         self,
@@ -77,7 +79,7 @@ class ToolPhase:
                 args, error = call.parse_arguments(), None
             except ValueError as exc:
                 args, error = None, f"{exc}. Send the arguments as one JSON object."
-            step = step_id_for(call.name, args or {}, self._kind(call.name))
+            step = self._step(call.name, args or {})
             planned.append((call, args, error, step))
             yield ToolCallEvent(
                 call_id=call.id,

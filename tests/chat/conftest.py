@@ -16,23 +16,27 @@ from tests.fixtures.live import serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM
 
 
-@pytest.fixture
-async def live(settings: Settings, scripted_llm: ScriptedLLM) -> AsyncIterator[httpx.AsyncClient]:
-    """An admin client for a live Quiver (committing to the session's test database)."""
+@pytest.fixture(scope="module")
+async def live_url(settings: Settings, scripted_llm_session: ScriptedLLM) -> AsyncIterator[str]:
+    """A live Quiver for the module (committing to the session's test database)."""
     live_settings = settings.model_copy(
         update={
-            "llm_base_url": scripted_llm.base_url,
+            "llm_base_url": scripted_llm_session.base_url,
             "llm_max_retries": 2,
             "tool_timeout_s": 5.0,
             "sse_ping_s": 15.0,
         }
     )
-    async with (
-        serve_app(create_app(live_settings)) as base_url,
-        httpx.AsyncClient(
-            base_url=base_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
-        ) as client,
-    ):
+    async with serve_app(create_app(live_settings)) as base_url:
+        yield base_url
+
+
+@pytest.fixture
+async def live(live_url: str, scripted_llm: ScriptedLLM) -> AsyncIterator[httpx.AsyncClient]:
+    """An admin client for the live Quiver; the scripted LLM starts each test empty."""
+    async with httpx.AsyncClient(
+        base_url=live_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as client:
         yield client
 
 
