@@ -138,7 +138,13 @@ class LlmClient:
         model: str | None = None,
         temperature: float | None = None,
     ) -> AsyncGenerator[TextDelta | Completion, None]:
-        """Stream one model call: `TextDelta`* then exactly one `Completion`."""
+        """Stream one model call: `TextDelta`* then exactly one `Completion`.
+
+        `tools` are OpenAI tool dicts (`{"type": "function", "function": {...}}`; bare function
+        dicts are wrapped); `tool_choice` is "auto" when any are given. `model` overrides the
+        client's model for this call. Raises `LlmError`; a failure after the first yielded
+        item is raised, never retried. Close the generator (`aclose()`) if you stop early.
+        """
         body = self.build_body(messages, tools=tools, model=model, temperature=temperature)
         attempt = 0
         while True:
