@@ -107,19 +107,41 @@ async def _run(calls: int) -> dict[str, Any]:
     results: dict[str, Any] = {"calls": calls}
     async with httpx.AsyncClient() as http:
         with cli_server("--reply", TEXT) as base_url:
-            client = LlmClient(base_url=base_url, api_key="bench", model="bench",
-                               timeout_s=30, max_retries=0, http=http)
+            client = LlmClient(
+                base_url=base_url,
+                api_key="bench",
+                model="bench",
+                timeout_s=30,
+                max_retries=0,
+                http=http,
+            )
             url = f"{base_url}/chat/completions"
-            results.update(await measure({
-                "raw_httpx": lambda: via_raw(http, url),
-                "llm_client": lambda: via_client(client),
-            }, calls))
+            results.update(
+                await measure(
+                    {
+                        "raw_httpx": lambda: via_raw(http, url),
+                        "llm_client": lambda: via_client(client),
+                    },
+                    calls,
+                )
+            )
         with cli_server("--tool-calls", "3") as base_url:
-            client = LlmClient(base_url=base_url, api_key="bench", model="bench",
-                               timeout_s=30, max_retries=0, http=http)
-            results.update(await measure({
-                "llm_client_3_tool_calls": lambda: via_client(client),
-            }, calls))
+            client = LlmClient(
+                base_url=base_url,
+                api_key="bench",
+                model="bench",
+                timeout_s=30,
+                max_retries=0,
+                http=http,
+            )
+            results.update(
+                await measure(
+                    {
+                        "llm_client_3_tool_calls": lambda: via_client(client),
+                    },
+                    calls,
+                )
+            )
     raw, ours = results["raw_httpx"], results["llm_client"]
     results["overhead_total_p50_ms"] = ours["total_p50_ms"] - raw["total_p50_ms"]
     results["overhead_ttft_p50_ms"] = ours["ttft_p50_ms"] - raw["ttft_p50_ms"]
@@ -131,17 +153,33 @@ def run(calls: int = CALLS) -> dict[str, Any]:
     """Benchmark entry point for the harness: nested dict of milliseconds."""
     results = asyncio.run(_run(calls))
     rows = [
-        [name, *(results[name][k] for k in ("ttft_p50_ms", "ttft_p95_ms",
-                                            "total_p50_ms", "total_p95_ms", "cpu_p50_ms"))]
+        [
+            name,
+            *(
+                results[name][k]
+                for k in (
+                    "ttft_p50_ms",
+                    "ttft_p95_ms",
+                    "total_p50_ms",
+                    "total_p95_ms",
+                    "cpu_p50_ms",
+                )
+            ),
+        ]
         for name in ("raw_httpx", "llm_client", "llm_client_3_tool_calls")
     ]
-    print(f"LLM streaming, {calls} calls each, 50-token reply / 3 tool calls "
-          "(scripted server in a subprocess, 127.0.0.1)")
-    print_table(rows, ["path", "ttft p50 ms", "ttft p95 ms", "total p50 ms", "total p95 ms",
-                       "cpu p50 ms"])
-    print(f"LlmClient overhead p50: ttft {results['overhead_ttft_p50_ms']:+.3f} ms, "
-          f"total {results['overhead_total_p50_ms']:+.3f} ms, "
-          f"CPU {results['overhead_cpu_p50_ms']:+.3f} ms per call")
+    print(
+        f"LLM streaming, {calls} calls each, 50-token reply / 3 tool calls "
+        "(scripted server in a subprocess, 127.0.0.1)"
+    )
+    print_table(
+        rows, ["path", "ttft p50 ms", "ttft p95 ms", "total p50 ms", "total p95 ms", "cpu p50 ms"]
+    )
+    print(
+        f"LlmClient overhead p50: ttft {results['overhead_ttft_p50_ms']:+.3f} ms, "
+        f"total {results['overhead_total_p50_ms']:+.3f} ms, "
+        f"CPU {results['overhead_cpu_p50_ms']:+.3f} ms per call"
+    )
     return results
 
 
