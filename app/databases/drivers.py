@@ -93,13 +93,7 @@ class PostgresDriver:
         return result
 
     async def _read(self, conn: asyncpg.Connection, sql: str, cap: int) -> RawResult:
-        rows: list[asyncpg.Record] = []
-        # A cursor with prefetch=cap binds and executes with a row limit: one round trip,
-        # and the server stops producing rows at `cap`.
-        async for record in conn.cursor(sql, prefetch=cap):
-            rows.append(record)
-            if len(rows) >= cap:
-                break
+        rows = await _fetch_at_most(conn, sql, cap)
         if rows:
             columns = list(rows[0].keys())
         else:
@@ -114,6 +108,23 @@ class PostgresDriver:
         affected = int(last) if last.isdigit() else len(rows)
         columns = [a.name for a in stmt.get_attributes()]
         return RawResult(columns=columns, rows=rows, affected=affected)
+
+
+async def _fetch_at_most(conn: asyncpg.Connection, sql: str, cap: int) -> list[Any]:
+    """At most `cap` rows in one round trip: Bind/Execute with a row limit, so the server
+    stops producing rows at `cap`. `Connection._execute(query, args, limit, timeout)` is
+    the call behind `fetch()` (which passes limit=0); the public cursor API gives the same
+    rows at one await per row."""
+    execute = getattr(conn, "_execute", None)
+    if execute is not None:
+        rows: list[Any] = await execute(sql, (), cap, None)
+        return rows
+    rows = []
+    async for record in conn.cursor(sql, prefetch=cap):
+        rows.append(record)
+        if len(rows) >= cap:
+            break
+    return rows
 
 
 class MySqlDriver:

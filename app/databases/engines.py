@@ -16,12 +16,15 @@ from typing import Any
 from urllib.parse import quote
 
 import aiomysql
-from pymysql.constants import CLIENT  # type: ignore[import-untyped]
+from pymysql.constants import CLIENT, FIELD_TYPE  # type: ignore[import-untyped]
+from pymysql.converters import conversions  # type: ignore[import-untyped]
+from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.databases.models import DatabaseConnector
 from app.databases.readonly import dialect_from_url
+from app.databases.values import number_from_text
 
 POOL_SIZE = 5
 MAX_OVERFLOW = 5
@@ -102,18 +105,22 @@ def build_engine(
         "pool_size": pool_size,
         "max_overflow": max_overflow,
         "pool_recycle": POOL_RECYCLE_S,
-        "pool_pre_ping": True,
+        # No pre-ping round trip per query: the executor retries a read once on a dropped
+        # connection instead.
+        "pool_pre_ping": False,
     }
     parsed = make_url(url)
     if dialect == "postgresql":
         settings = {"application_name": "quiver"}
         if read_only:
             settings["default_transaction_read_only"] = "on"
-        return create_async_engine(
+        engine = create_async_engine(
             parsed.set(drivername="postgresql+asyncpg"),
             connect_args={"server_settings": settings, "timeout": CONNECT_TIMEOUT_S},
             **pool,
         )
+        event.listen(engine.sync_engine, "connect", _install_pg_text_codecs)
+        return engine
     return create_async_engine(
         "mysql+aiomysql://",
         async_creator=_mysql_creator(parsed, read_only=read_only),
@@ -127,6 +134,40 @@ def _sqlite_url(url: str, *, read_only: bool) -> str:
         return f"sqlite+aiosqlite:///{path}"
     # Read-only connectors open the file with mode=ro: writes fail in SQLite itself.
     return f"sqlite+aiosqlite:///file:{quote(path)}?mode=ro&uri=true"
+
+
+_PG_TEXT_TYPES = (
+    "date", "time", "timetz", "timestamp", "timestamptz", "interval", "uuid", "bit", "varbit",
+    "point", "line", "lseg", "box", "path", "polygon", "circle", "macaddr", "macaddr8",
+)  # fmt: skip
+
+
+def _install_pg_text_codecs(dbapi_connection: Any, _record: Any) -> None:
+    """Decode numbers, times and UUIDs from their text form: JSON-ready without a
+    Python object per value (the executor returns them as JSON anyway)."""
+
+    async def install(conn: Any) -> None:
+        await conn.set_type_codec(
+            "numeric", schema="pg_catalog", format="text", encoder=str, decoder=number_from_text
+        )
+        for name in _PG_TEXT_TYPES:
+            await conn.set_type_codec(
+                name, schema="pg_catalog", format="text", encoder=str, decoder=str
+            )
+
+    dbapi_connection.run_async(install)
+
+
+def _mysql_conversions() -> dict[Any, Any]:
+    conv = dict(conversions)
+    conv[FIELD_TYPE.DECIMAL] = number_from_text
+    conv[FIELD_TYPE.NEWDECIMAL] = number_from_text
+    for field in (FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP, FIELD_TYPE.DATE, FIELD_TYPE.TIME):
+        conv[field] = str
+    return conv
+
+
+_MYSQL_CONV = _mysql_conversions()
 
 
 def _mysql_creator(url: URL, *, read_only: bool) -> Any:
@@ -144,6 +185,7 @@ def _mysql_creator(url: URL, *, read_only: bool) -> Any:
             connect_timeout=CONNECT_TIMEOUT_S,
             autocommit=False,
             local_infile=False,
+            conv=_MYSQL_CONV,
         )
         # aiomysql always asks for CLIENT_MULTI_STATEMENTS; without it the server itself
         # rejects `a; b`, a layer under the validator's one-statement rule.

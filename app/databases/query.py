@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
+import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.databases.drivers import DRIVERS, Driver, DriverError, DriverTimeout, RawResult
@@ -29,6 +29,7 @@ CLIENT_GRACE_S = 5.0
 """Client-side backstop beyond the server-side statement timeout."""
 MAX_OUTPUT_CHARS = 16_000
 MAX_CELL_CHARS = 1_000
+_MYSQL_DISCONNECT_ERRNOS = frozenset({2006, 2013, 2055})
 
 
 class QueryError(QuiverError):
@@ -132,20 +133,35 @@ class DatabaseExecutor:
         self, database: DatabaseConnector, checked: CheckedSql, *, max_rows: int, timeout_s: float
     ) -> RawResult:
         driver = DRIVERS[database.dialect]
-        try:
-            engine = await self._engines.get(database)
-            async with engine.connect() as conn:
-                return await _run_guarded(
-                    conn, driver, checked, read_only=database.read_only,
-                    cap=max_rows + 1, timeout_s=timeout_s,
-                )  # fmt: skip
-        except DriverTimeout:
-            raise QueryTimeout(
-                f"the query ran longer than {timeout_s:g}s and was cancelled; "
-                "narrow it (filters, LIMIT, fewer joins, smaller ranges)"
-            ) from None
-        except (DriverError, SQLAlchemyError, OSError) as exc:
-            raise QueryFailed(clean_driver_message(exc, database.url)) from None
+        attempts = 1 if checked.kind == "write" else 2
+        for attempt in range(1, attempts + 1):
+            try:
+                engine = await self._engines.get(database)
+                async with engine.connect() as conn:
+                    return await _run_guarded(
+                        conn, driver, checked, read_only=database.read_only,
+                        cap=max_rows + 1, timeout_s=timeout_s,
+                    )  # fmt: skip
+            except DriverTimeout:
+                raise QueryTimeout(
+                    f"the query ran longer than {timeout_s:g}s and was cancelled; "
+                    "narrow it (filters, LIMIT, fewer joins, smaller ranges)"
+                ) from None
+            except DriverError as exc:
+                raise QueryFailed(clean_driver_message(exc, database.url)) from None
+            except Exception as exc:
+                # A pooled connection the server dropped: reads are retried once.
+                if attempt < attempts and _is_disconnect(exc):
+                    continue
+                raise QueryFailed(clean_driver_message(exc, database.url)) from None
+        raise AssertionError("unreachable")
+
+
+def _is_disconnect(exc: BaseException) -> bool:
+    if isinstance(exc, ConnectionError | asyncpg.InterfaceError):
+        return True
+    errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+    return errno in _MYSQL_DISCONNECT_ERRNOS
 
 
 async def _run_guarded(

@@ -10,6 +10,7 @@ refuse multi-statement strings.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import unicodedata
@@ -24,6 +25,7 @@ DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "sqlite": "sqlite"}
 """Our dialect names → sqlglot dialect names."""
 
 MAX_SQL_CHARS = 100_000
+_CACHEABLE_CHARS = 4_000
 
 _URL_SCHEMES = {
     "postgresql": "postgresql",
@@ -200,8 +202,30 @@ def check_sql(
     dialect: str,
     hidden_tables: Collection[str] = (),
     read_only: bool = True,
+    cache: bool = True,
 ) -> CheckedSql:
-    """Validate and return the statement to execute."""
+    """Validate and return the statement to execute (memoised for repeated statements)."""
+    hidden = tuple(sorted({h.lower() for h in hidden_tables}))
+    if cache and len(sql) <= _CACHEABLE_CHARS:
+        return _check_cached(sql, dialect, hidden, read_only)
+    return _check_uncached(sql, dialect, hidden, read_only)
+
+
+def clear_validation_cache() -> None:
+    """Forget memoised verdicts (benchmarks; rules never change at run time)."""
+    _check_cached.cache_clear()
+
+
+@functools.lru_cache(maxsize=1024)
+def _check_cached(
+    sql: str, dialect: str, hidden_tables: tuple[str, ...], read_only: bool
+) -> CheckedSql:
+    return _check_uncached(sql, dialect, hidden_tables, read_only)
+
+
+def _check_uncached(
+    sql: str, dialect: str, hidden_tables: tuple[str, ...], read_only: bool
+) -> CheckedSql:
     if dialect not in DIALECTS:
         raise SqlSafetyError(f"unsupported dialect {dialect!r}")
     _check_text(sql, dialect)

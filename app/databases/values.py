@@ -18,13 +18,37 @@ _PLAIN: frozenset[type] = frozenset({str, int, bool, type(None)})
 _FLOAT_DIGITS = 15
 _MAX_MESSAGE_CHARS = 600
 _URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+_RAW_PASSWORD_RE = re.compile(r"://[^:/@\s]*:([^@\s]+)@")
 _PASSWORD_RE = re.compile(r"(password|passwd|pwd)\s*[=:]\s*\S+", re.IGNORECASE)
 
 
 def json_rows(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
-    """Rows as lists of JSON-serialisable values (fast path for plain values)."""
-    plain = _PLAIN
-    return [[v if type(v) in plain else json_value(v) for v in row] for row in rows]
+    """Rows as lists of JSON-serialisable values.
+
+    Works column by column: most columns hold only plain values (the engines decode
+    numbers, dates and UUIDs as text at the driver), so they are checked, not rebuilt.
+    """
+    out = [list(row) for row in rows]
+    if not out:
+        return out
+    for i in range(len(out[0])):
+        kinds = {type(row[i]) for row in out} - _PLAIN
+        if not kinds:
+            continue
+        if kinds == {float} and all(math.isfinite(row[i]) for row in out if type(row[i]) is float):
+            continue
+        for row in out:
+            value = row[i]
+            if type(value) not in _PLAIN:
+                row[i] = json_value(value)
+    return out
+
+
+def number_from_text(text: str) -> int | float | str:
+    """A DECIMAL/NUMERIC's text as an int or float when exact enough, else the text."""
+    if len(text) <= _FLOAT_DIGITS and text[-1:].isdigit():
+        return float(text) if "." in text else int(text)
+    return text
 
 
 def json_value(value: Any) -> Any:
@@ -87,6 +111,9 @@ def _driver_message(exc: BaseException) -> str:
 
 def _url_secrets(url: str) -> list[str]:
     secrets = [url]
+    raw = _RAW_PASSWORD_RE.search(url)
+    if raw:
+        secrets += [raw.group(1), unquote(raw.group(1))]
     try:
         parsed = make_url(url)
     except Exception:
