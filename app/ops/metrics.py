@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
+from fastapi.routing import iter_route_contexts
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -52,7 +53,32 @@ class Metrics:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
 
+class _RouteLabels:
+    """Full path templates (`/api/v1/agents/{id}`) for the `route` label.
+
+    `scope["route"]` is the route as declared in its own router, so its path lacks the
+    prefixes of the routers that include it; the app's effective routes carry the full path.
+    """
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self.paths: dict[int, str] = {}
+        """Keyed by `id(route)`: routes are unhashable and live as long as the app."""
+
+    def label(self, route: object) -> str:
+        if route is None:
+            return "unmatched"
+        if id(route) not in self.paths:
+            self.paths = {
+                id(ctx.original_route): ctx.path_format or ctx.path or ""
+                for ctx in iter_route_contexts(self.app.routes)
+            }
+        return self.paths.get(id(route)) or str(getattr(route, "path", "unmatched"))
+
+
 def install_http_middleware(app: FastAPI, metrics: Metrics) -> None:
+    labels = _RouteLabels(app)
+
     @app.middleware("http")
     async def _observe(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -68,7 +94,7 @@ def install_http_middleware(app: FastAPI, metrics: Metrics) -> None:
             return response
         finally:
             elapsed = time.perf_counter() - start
-            route = getattr(request.scope.get("route"), "path", "unmatched")
+            route = labels.label(request.scope.get("route"))
             metrics.requests.labels(request.method, route, str(status)).inc()
             metrics.latency.labels(request.method, route).observe(elapsed)
             logger.info(
