@@ -147,23 +147,31 @@ class ReactRun:
             tools=toolset.openai_tools() or None,
             model=self.inp.agent.model,
             temperature=cfg.get("temperature"),
-        ).__aiter__()
+        )
         pending, last_flush = "", time.perf_counter()
+        try:
+            async for item in self._guarded(stream):
+                if isinstance(item, TextDelta):
+                    pending += item.text
+                    now = time.perf_counter()
+                    if now - last_flush >= _DELTA_FLUSH_S or len(pending) >= _DELTA_FLUSH_CHARS:
+                        yield ModelDelta(text=pending)
+                        pending, last_flush = "", now
+                else:
+                    if pending:
+                        yield ModelDelta(text=pending)
+                    yield item
+                    return
+        finally:
+            closer = getattr(stream, "aclose", None)
+            if closer is not None:
+                await closer()
+
+    async def _guarded(self, stream: AsyncIterator[T]) -> AsyncIterator[T]:
         while True:
             try:
-                item = await self._guard(stream.__anext__())
+                yield await self._guard(anext(stream))
             except StopAsyncIteration:
-                break
-            if isinstance(item, TextDelta):
-                pending += item.text
-                now = time.perf_counter()
-                if now - last_flush >= _DELTA_FLUSH_S or len(pending) >= _DELTA_FLUSH_CHARS:
-                    yield ModelDelta(text=pending)
-                    pending, last_flush = "", now
-            else:
-                if pending:
-                    yield ModelDelta(text=pending)
-                yield item
                 return
 
     def _budget(self) -> int:
@@ -215,7 +223,7 @@ class ReactRun:
         except RunCancelled:
             yield self._finished("cancelled")
         except LlmError as exc:
-            yield self._failed(exc.code, str(exc))
+            yield self._failed(exc.code, exc.message)
         finally:
             await toolset.aclose()
 

@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -30,7 +30,7 @@ from app.config import Settings
 from app.errors import Conflict, Invalid, NotFound, Unavailable
 from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed
 from app.llm.client import LlmClient
-from app.llm.types import ChatMessage, ToolCallRequest
+from app.llm.types import ChatMessage, Role, ToolCallRequest
 from app.security.redact import redact_text
 from app.tools.backends import Backends
 
@@ -71,8 +71,8 @@ def history_from_rows(rows: list[Message]) -> list[ChatMessage]:
             continue
         out.append(
             ChatMessage(
-                role=row.role,
-                content=row.content,  # type: ignore[arg-type]
+                role=cast(Role, row.role),
+                content=row.content,
                 tool_calls=calls or None,
                 tool_call_id=row.tool_call_id,
                 name=row.name,
