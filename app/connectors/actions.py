@@ -90,7 +90,7 @@ def validate_arguments(action: ConnectorAction, arguments: Mapping[str, Any]) ->
     """Raise `ParameterError` listing what is wrong with `arguments`."""
     schema = action.parameters or {"type": "object"}
     try:
-        validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+        validator = _validator(json.dumps(schema, default=str))
     except jsonschema_exceptions.SchemaError as exc:
         raise ParameterError(
             f"Action {action.name!r} has an invalid parameter schema: {exc.message}"

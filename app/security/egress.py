@@ -61,6 +61,7 @@ _METADATA_HOSTS = frozenset(
     {"metadata.google.internal", "metadata.goog", "metadata", "instance-data",
      "instance-data.ec2.internal", "metadata.azure.internal"}
 )
+_CHARSET = re.compile(r"charset=[\"']?([\w.:-]+)", re.IGNORECASE)
 _HOSTNAME = re.compile(r"[a-z0-9_.-]+")
 _NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -147,7 +148,8 @@ class GuardedResponse:
     extras: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
-        charset = httpx.Response(200, headers=self.headers).charset_encoding or "utf-8"
+        found = _CHARSET.search(self.headers.get("content-type", ""))
+        charset = found.group(1) if found else "utf-8"
         try:
             return self.body.decode(charset, errors="replace")
         except LookupError:
@@ -344,14 +346,14 @@ async def _follow(
 def _for_address(
     request: httpx.Request, target: ResolvedTarget, address: Address, *, pinned_client: bool
 ) -> httpx.Request:
+    if pinned_client:
+        return request  # the transport connects to the pinned address itself
     extensions: dict[str, Any] = {"timeout": request.extensions["timeout"]}
     headers = httpx.Headers(request.headers)
-    url = request.url
-    if not pinned_client:
-        url = target.pinned_url(address)
-        if target.url.scheme == "https" and not target.is_literal:
-            extensions["sni_hostname"] = target.host
-            headers["Connection"] = "close"  # pooled by IP: never reuse across names
+    url = target.pinned_url(address)
+    if target.url.scheme == "https" and not target.is_literal:
+        extensions["sni_hostname"] = target.host
+        headers["Connection"] = "close"  # pooled by IP: never reuse across names
     return httpx.Request(
         request.method, url, headers=headers, content=request.content, extensions=extensions
     )

@@ -18,6 +18,8 @@ _MAX_KEYS_IN_HINT = 12
 def truncate_for_model(text: str, *, max_chars: int = 8000, max_items: int = 10) -> str:
     """Return `text` shortened for the model, with a hint describing any cut."""
     hints: list[str] = []
+    if len(text) <= max_chars and text.count(",") < max_items:
+        return text  # too few separators for any list to exceed max_items
     parsed = _parse_json(text)
     if parsed is not None:
         shortened, hints = _shorten_json(parsed[0], max_items=max_items)
