@@ -16,6 +16,7 @@ import posixpath
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, cast
 
 import anyio
@@ -85,7 +86,7 @@ class ServerSpec:
             call_timeout_s=float(server.call_timeout_s or 60.0),
         )
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         """A digest of everything a live session depends on (a changed row means reconnect)."""
         payload = json.dumps(

@@ -104,7 +104,7 @@ class McpPool:
             except McpConnectError as exc:
                 retryable = not isinstance(exc, McpConfigError)
                 return ToolResult.fail(str(exc), retryable=retryable, step=step)
-            outcome = await self._call_once(session, tool, arguments)
+            outcome = await self._call_once(session, spec, tool, arguments)
             if not isinstance(outcome, _Broken):
                 break
             await self._drop(server.id, session)
@@ -248,9 +248,8 @@ class McpPool:
         await session.aclose()
 
     async def _call_once(
-        self, session: McpSession, tool: str, arguments: dict[str, Any]
+        self, session: McpSession, spec: ServerSpec, tool: str, arguments: dict[str, Any]
     ) -> types.CallToolResult | ToolResult | _Broken:
-        spec = session.spec
         try:
             async with asyncio.timeout(spec.call_timeout_s):
                 return await session.call_tool(tool, arguments)

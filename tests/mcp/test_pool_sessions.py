@@ -12,7 +12,7 @@ import pytest
 
 from app.mcp.pool import McpPool
 from app.tools.base import CallContext
-from tests.mcp.conftest import HttpMcpServer, stdio_row, url_row
+from tests.mcp.servers import HttpMcpServer, stdio_row, url_row
 
 CTX = CallContext(run_id="run-1")
 
@@ -77,33 +77,31 @@ async def test_several_servers_connect_concurrently(
     assert counting.max_inflight == 4, "the four handshakes did not overlap"
 
 
-async def test_crash_mid_call_is_an_error_then_next_call_reconnects(pool: McpPool) -> None:
-    row = stdio_row()
-    first_pid = (await _stats(pool, row))["pid"]
-    crashed = await pool.call(row, "crash", {}, CTX)
-    assert not crashed.ok
-    assert crashed.retryable
-    assert "dropped the connection" in (crashed.error or "")
-    assert crashed.step == "mcp:ours/crash"
-    after = await pool.call(row, "add", {"a": 2, "b": 3}, CTX)
-    assert after.ok
-    assert after.output == "5"
-    assert (await _stats(pool, row))["pid"] != first_pid
-
-
-async def test_server_killed_between_calls_is_reconnected_and_the_call_retried(
+async def test_dead_stdio_server_is_reconnected_and_a_crash_mid_call_is_an_error(
     pool: McpPool,
 ) -> None:
     row = stdio_row()
     pid = (await _stats(pool, row))["pid"]
     assert isinstance(pid, int)
+    # Killed between calls: the next call reconnects once and is retried transparently.
     os.kill(pid, signal.SIGKILL)
     await asyncio.sleep(0.2)
     result = await pool.call(row, "add", {"a": 20, "b": 22}, CTX)
     assert result.ok
     assert result.output == "42"
     assert pool.connects == 2
-    assert (await _stats(pool, row))["pid"] != pid
+    # Crashing during the call (again after the reconnect): an error observation.
+    crashed = await pool.call(row, "crash", {}, CTX)
+    assert not crashed.ok
+    assert crashed.retryable
+    assert "dropped the connection during 'crash'" in (crashed.error or "")
+    assert crashed.step == "mcp:ours/crash"
+    assert pool.connects == 3
+    # The next call reconnects on its own.
+    after = await pool.call(row, "add", {"a": 2, "b": 3}, CTX)
+    assert after.ok
+    assert after.output == "5"
+    assert pool.connects == 4
 
 
 async def test_call_timeout_is_an_error_and_the_session_survives(
