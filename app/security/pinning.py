@@ -17,7 +17,7 @@ from typing import Any
 import httpcore
 import httpx
 
-SslVerify = ssl.SSLContext | str | bool
+SslVerify = ssl.SSLContext | bool
 
 _PINS: ContextVar[Mapping[tuple[str, int], str] | None] = ContextVar("egress_pins", default=None)
 
