@@ -1,0 +1,103 @@
+"""Tokenisation for the lexical tool ranker: identifier splitting, stop words, a tiny stemmer.
+
+Deliberately dependency-free: the ranker must build an index for 1,000 tools in milliseconds and
+run without model downloads, so we use a small suffix stripper instead of an NLP stemmer.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_CAMEL_1 = re.compile(r"([a-z0-9])([A-Z])")
+_CAMEL_2 = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_WORD = re.compile(r"[a-z]+|[0-9]+")
+
+_STOPWORD_TEXT = """
+    a about above after again against all also am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each either else etc ever
+    every few for from further had has have having he her here hers him his how however i if in
+    into is it its itself just let lets like may me might more most much must my myself need
+    needs no nor not now of off on once only or other our ours out over own please per same shall
+    she should so some such than that the their theirs them then there these they this those
+    through to too under until up upon us use used uses using very via want wants was way we were
+    what when where whether which while who whom whose why will with within without would yes yet
+    you your yours yourself im ive id ill youre dont cant wont tell help know go eg ie
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+"""Function words plus conversational filler ("can you help me ...") that carries no intent."""
+
+_DOUBLE_OK = frozenset("lsz")
+_SUFFIXES = ("ing", "ed", "ion", "ly")
+
+
+def split_identifiers(text: str) -> str:
+    """Insert spaces at camelCase boundaries; snake_case, kebab and dots split as non-letters."""
+    return _CAMEL_2.sub(r"\1 \2", _CAMEL_1.sub(r"\1 \2", text))
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Strip common English inflection (plural, -ing, -ed, -ion, -ly, trailing e)."""
+    if len(word) <= 3 or word.isdigit():
+        return word
+    w = word
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in _SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in _DOUBLE_OK and w[-1].isalpha():
+                w = w[:-1]
+            break
+    if w.endswith("e") and len(w) > 4:
+        w = w[:-1]
+    return w
+
+
+def words(text: str) -> list[str]:
+    """Lowercase alphanumeric runs after identifier splitting (no stop words, no stemming)."""
+    return _WORD.findall(split_identifiers(text).lower())
+
+
+def tokenize(text: str) -> list[str]:
+    """Index/query terms: identifier-split, lowercased, stop words dropped, stemmed."""
+    return [stem(w) for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+
+
+_SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("get", "fetch", "retrieve", "obtain", "lookup", "look", "read", "query", "check"),
+    ("list", "search", "find", "browse", "discover", "show", "display"),
+    ("create", "add", "new", "make", "insert", "register", "open"),
+    ("delete", "remove", "erase", "destroy", "drop", "cancel", "clear"),
+    ("update", "edit", "modify", "change", "set", "alter", "patch", "adjust"),
+    ("send", "post", "submit", "deliver", "notify"),
+    ("buy", "purchase", "order", "shop"),
+    ("book", "reserve", "reservation", "schedule"),
+    ("picture", "image", "photo"),
+    ("movie", "film"),
+    ("song", "music", "track"),
+    ("car", "vehicle"),
+    ("price", "cost"),
+    ("home", "house", "property"),
+    ("job", "career", "employment"),
+    ("weather", "forecast"),
+    ("translate", "translation", "language"),
+)
+
+
+def _build_synonyms() -> dict[str, tuple[str, ...]]:
+    table: dict[str, set[str]] = {}
+    for group in _SYNONYM_GROUPS:
+        stems = {stem(w) for w in group}
+        for s in stems:
+            table.setdefault(s, set()).update(stems - {s})
+    return {k: tuple(sorted(v)) for k, v in table.items()}
+
+
+SYNONYMS: dict[str, tuple[str, ...]] = _build_synonyms()
+"""Stemmed term -> stemmed alternatives that tool descriptions commonly use for the same intent."""

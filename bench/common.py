@@ -1,0 +1,39 @@
+"""Small helpers shared by the benchmarks: percentiles and a plain-text table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100); 0.0 for an empty sequence."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100.0 * len(ordered)))
+    return float(ordered[min(rank, len(ordered)) - 1])
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "" if value is None else str(value)
+
+
+def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
+    """Print rows under headers, columns padded to their widest cell."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print(
+            "  ".join(
+                c.rjust(w) if i else c.ljust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=False))
+            )
+        )
