@@ -23,6 +23,7 @@ from app.config import Settings
 from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
 from app.tools.base import CallContext
+from bench.common import print_table
 from tests.mcp.servers import PYTHON, REPO, HttpMcpServer, stdio_row, url_row
 
 CALLS = 400
@@ -100,19 +101,21 @@ async def _run() -> dict[str, Any]:
 
 
 def run() -> dict[str, Any]:
-    """Run the benchmark and return its numbers."""
+    """Run the benchmark, print a table and return its numbers."""
     results = asyncio.run(_run())
-    print(
-        f"{'transport':<16}{'direct p50':>12}{'pool p50':>10}{'ratio':>8}"
-        f"{'cold 1st':>10}{'warm 1st':>10}"
-    )
-    for name in ("stdio", "streamable_http"):
-        r = results[name]
-        print(
-            f"{name:<16}{r['p50_direct_ms']:>10.3f}ms{r['p50_pool_ms']:>8.3f}ms"
-            f"{r['ratio_p50']:>7.2f}x{r['first_call_cold_ms']:>8.0f}ms"
-            f"{r['first_call_warm_ms']:>8.2f}ms"
-        )
+    rows = [
+        [
+            name,
+            results[name]["p50_direct_ms"],
+            results[name]["p50_pool_ms"],
+            results[name]["ratio_p50"],
+            results[name]["first_call_cold_ms"],
+            results[name]["first_call_warm_ms"],
+        ]
+        for name in ("stdio", "streamable_http")
+    ]
+    headers = ["transport", "direct p50 ms", "pool p50 ms", "ratio", "cold 1st ms", "warm 1st ms"]
+    print_table(rows, headers)
     return results
 
 

@@ -28,6 +28,7 @@ from mcp.client.session import IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -43,6 +44,8 @@ _STREAM_READ_TIMEOUT_S = 300.0
 """Idle read limit on the server-to-client event stream; a dropped stream reconnects lazily."""
 _CLOSE_TIMEOUT_S = 10.0
 """Upper bound for a graceful close (stdio shutdown alone may take ~6 s for a stuck child)."""
+_RELISTEN_BASE_S = 1.0
+_RELISTEN_MAX_S = 60.0
 _BACKGROUND: set[asyncio.Task[None]] = set()
 
 
@@ -305,11 +308,30 @@ class McpSession:
             logger.debug("MCP server %r stream error: %s", self.spec.name, type(message).__name__)
 
     async def _listen(self, client: Client) -> None:
-        """2026-era servers announce tool-list changes on a `subscriptions/listen` stream."""
-        try:
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    self._on_tools_changed()
-        except Exception as exc:
-            logger.info("MCP server %r: no tool-list subscription (%s)", self.spec.name,
-                        describe_error(exc, self.spec))
+        """2026-era servers announce tool-list changes on a `subscriptions/listen` stream.
+
+        A lost stream is re-opened (with backoff) and followed by a refresh, since events are
+        not replayed; the loop ends with the session or when the server does not support it.
+        """
+        delay, reopened = _RELISTEN_BASE_S, False
+        while not self._stop.is_set():
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    delay = _RELISTEN_BASE_S
+                    if reopened:
+                        self._on_tools_changed()
+                    async for _event in subscription:
+                        self._on_tools_changed()
+            except ListenNotSupportedError:
+                return
+            except MCPError as exc:
+                if exc.code in (types.CONNECTION_CLOSED, types.METHOD_NOT_FOUND):
+                    return
+                logger.info("MCP server %r: tool-list subscription failed: %s",
+                            self.spec.name, describe_error(exc, self.spec))
+            except Exception as exc:
+                logger.info("MCP server %r: tool-list subscription lost: %s",
+                            self.spec.name, describe_error(exc, self.spec))
+            reopened = True
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _RELISTEN_MAX_S)

@@ -134,3 +134,22 @@ async def test_list_tools_for_an_unreachable_server_raises_unavailable(
     row = url_row(http_server, url="http://127.0.0.1:9/mcp", connect_timeout_s=2.0)
     with pytest.raises(Unavailable, match="cannot connect"):
         await pool.list_tools(row)
+
+
+async def test_a_lost_change_subscription_is_reopened(pool: McpPool) -> None:
+    server = await HttpMcpServer("streamable_http").astart()
+    hook = HookRecorder()
+    pool.on_tools_changed = hook
+    row = url_row(server)
+    try:
+        assert (await pool.call(row, "add", {"a": 1, "b": 1}, CTX)).ok
+        await hook.wait_for_tool("add")  # the first-call refresh
+        port = server.port
+        await server.astop()  # drops the open `subscriptions/listen` stream
+        server = await HttpMcpServer("streamable_http", port=port).astart()
+        await asyncio.sleep(1.5)  # the re-listen backoff starts at 1s
+        assert (await pool.call(row, "grow", {"tool_name": "after_restart"}, CTX)).ok
+        await hook.wait_for_tool("after_restart")
+        assert pool.connects == 1
+    finally:
+        await server.astop()
