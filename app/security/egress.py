@@ -267,10 +267,15 @@ async def _resolve(host: str, port: int, shown: str) -> tuple[Address, ...]:
     return tuple(found)
 
 
-def new_http_client(settings: Settings, *, verify: SslVerify = True) -> httpx.AsyncClient:
-    """The client to share: pinned connects, no env proxies, no redirects inside httpx."""
+def new_http_client(
+    settings: Settings, *, verify: SslVerify = True, strict: bool = True
+) -> httpx.AsyncClient:
+    """The client to share: pinned connects, no env proxies, no redirects inside httpx.
+
+    `strict=False` when the same client also calls trusted endpoints (the LLM) directly.
+    """
     return httpx.AsyncClient(
-        transport=PinnedTransport(verify=verify),
+        transport=PinnedTransport(verify=verify, strict=strict),
         follow_redirects=False,
         trust_env=False,
         timeout=Timeouts.coerce(settings.http_timeout_s).for_httpx(),

@@ -34,8 +34,9 @@ def pinned(host: str, port: int, address: object) -> Iterator[None]:
 class _PinnedBackend(httpcore.AsyncNetworkBackend):
     """Connects only to the address the guard pinned for the current request."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict: bool) -> None:
         self._inner = httpcore.AnyIOBackend()
+        self._strict = strict
 
     async def connect_tcp(
         self,
@@ -47,7 +48,9 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
     ) -> httpcore.AsyncNetworkStream:
         address = (_PINS.get() or {}).get((host.lower(), port))
         if address is None:
-            raise httpcore.ConnectError(f"{host}:{port} was not checked by the egress guard")
+            if self._strict:
+                raise httpcore.ConnectError(f"{host}:{port} was not checked by the egress guard")
+            address = host  # a trusted caller (e.g. the LLM client) outside guarded_request
         return await self._inner.connect_tcp(
             address, port, timeout=timeout, local_address=local_address,
             socket_options=socket_options,
@@ -64,10 +67,15 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
 
 
 class PinnedTransport(httpx.AsyncHTTPTransport):
-    """An httpx transport whose connections go only to addresses the guard pinned."""
+    """An httpx transport whose guarded requests connect only to the pinned address.
+
+    `strict=True` also refuses any request that did not come through `guarded_request`;
+    `strict=False` lets such requests resolve normally, so one client can serve both tool
+    traffic (guarded) and trusted configured endpoints such as the LLM.
+    """
 
     def __init__(self, *, verify: SslVerify = True,
-                 limits: httpx.Limits | None = None) -> None:
+                 limits: httpx.Limits | None = None, strict: bool = True) -> None:
         super().__init__(verify=verify, trust_env=False)
         limits = limits or httpx.Limits(max_connections=200, max_keepalive_connections=50)
         # Same pool httpx builds, with our network backend (httpx has no public knob for it).
@@ -76,7 +84,7 @@ class PinnedTransport(httpx.AsyncHTTPTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_PinnedBackend(),
+            network_backend=_PinnedBackend(strict=strict),
         )
 
 

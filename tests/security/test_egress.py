@@ -258,3 +258,15 @@ async def test_pinned_client_refuses_requests_that_skipped_the_guard(server: Loc
         with pytest.raises(httpx.ConnectError, match="was not checked by the egress guard"):
             await client.get(f"{server.url}/direct")
     assert all(entry["path"] != "/direct" for entry in server.log)
+
+
+async def test_lenient_pinned_client_serves_trusted_callers_and_still_pins(
+    server: LocalServer,
+) -> None:
+    async with new_http_client(Settings(), strict=False) as client:
+        direct = await client.get(f"{server.url}/trusted")  # e.g. the LLM endpoint
+        assert direct.status_code == 200
+        with pytest.raises(EgressBlocked, match="loopback"):
+            await guarded_request(client, EgressGuard(Settings()), "GET", f"{server.url}/tool",
+                                  timeout=5, max_bytes=1000)
+    assert [e["path"] for e in server.log if e["path"] in ("/trusted", "/tool")] == ["/trusted"]
