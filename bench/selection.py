@@ -114,7 +114,9 @@ def evaluate_file(
     queries: list[dict[str, Any]], tools: list[ToolDef], aliases: dict[str, str]
 ) -> dict[str, dict[str, float]]:
     """Metrics per protocol for one query file (recall files) or abstain rates (irrelevance)."""
+    started = time.perf_counter()
     pool = LexicalRanker(tools)
+    build_ms = (time.perf_counter() - started) * 1000.0
     subset = _subset_ranker({t.name: t for t in tools})
     has_candidates = any("candidates" in q for q in queries)
     relevant = [q for q in queries if gold_units(q)]
@@ -143,6 +145,7 @@ def evaluate_file(
             out[name] = scores.result()
             base = "candidates" if name == "candidates" else "pool"
             out[name]["false_abstain"] = abstain[base] / max(1, len(relevant))
+            out[name]["build_ms"] = build_ms if base == "pool" else 0.0
     irrelevant = [q for q in queries if q.get("irrelevant")]
     if irrelevant:
         pool_abstain = cand_abstain = 0
@@ -191,10 +194,10 @@ def main() -> None:
                 [f"{key} [{proto}]", m["n"]]
                 + [m[f"recall@{k}"] for k in KS]
                 + [m[f"all_gold@{k}"] for k in KS]
-                + [m["mrr"], m["ms_p50"], m["ms_p99"], m["false_abstain"]]
+                + [m["mrr"], m["ms_p50"], m["ms_p99"], m["build_ms"], m["false_abstain"]]
             )
     headers = ["dataset [protocol]", "n"] + [f"R@{k}" for k in KS] + [f"all@{k}" for k in KS]
-    print_table(rows, [*headers, "MRR", "ms p50", "ms p99", "false abst"])
+    print_table(rows, [*headers, "MRR@10", "ms p50", "ms p99", "build ms", "false abst"])
     if abstain_rows:
         print()
         print_table(abstain_rows, ["irrelevance set", "n", "abstain (pool)", "abstain (cands)"])

@@ -55,6 +55,8 @@ _SINGLE_WORD_NAME = 0.15
 """Bonus strength for one-word names: "search" in a request is rarely a reference to a tool."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _IDENTIFIER = re.compile(r"\w+(?:[._\-/]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*")
+_MAX_IDENTIFIERS = 16
+"""Fuzzy lookups per request; bounds the cost of pasted code or logs."""
 _MAX_SCHEMA_DEPTH = 3
 _CACHE_SIZE = 8
 
@@ -107,26 +109,27 @@ def _build_postings(tools: Sequence[ToolDef]) -> dict[str, list[tuple[int, float
         max(1.0, sum(len(d[f]) for d in docs) / max(1, len(docs))) for f in range(len(_FIELDS))
     ]
     pseudo_tf: list[dict[str, float]] = []
+    df: dict[str, int] = {}
     for fields in docs:
         acc: dict[str, float] = {}
         for f, tokens in enumerate(fields):
             spec = _FIELDS[f]
             scale = spec.weight / (1.0 - spec.b + spec.b * len(tokens) / avg_len[f])
-            for term, tf in Counter(tokens).items():
-                acc[term] = acc.get(term, 0.0) + scale * tf
+            for term in tokens:
+                acc[term] = acc.get(term, 0.0) + scale
             if f < _BIGRAM_FIELDS:
-                for term, tf in Counter(_bigrams(tokens)).items():
-                    acc[term] = acc.get(term, 0.0) + _BIGRAM_WEIGHT * scale * tf
+                bigram_scale = _BIGRAM_WEIGHT * scale
+                for term in _bigrams(tokens):
+                    acc[term] = acc.get(term, 0.0) + bigram_scale
+        for term in acc:
+            df[term] = df.get(term, 0) + 1
         pseudo_tf.append(acc)
-    df: Counter[str] = Counter()
-    for acc in pseudo_tf:
-        df.update(acc.keys())
     n = len(docs)
-    postings: dict[str, list[tuple[int, float]]] = {}
+    idf = {term: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for term, d in df.items()}
+    postings: dict[str, list[tuple[int, float]]] = {term: [] for term in df}
     for i, acc in enumerate(pseudo_tf):
         for term, ptf in acc.items():
-            idf = math.log(1.0 + (n - df[term] + 0.5) / (df[term] + 0.5))
-            postings.setdefault(term, []).append((i, idf * ptf / (K1 + ptf)))
+            postings[term].append((i, idf[term] * ptf / (K1 + ptf)))
     return postings
 
 
@@ -159,7 +162,8 @@ class _NameMatcher:
                 sim = fuzz.partial_ratio(phrase, qphrase)
             if sim >= _NAME_MATCH:
                 found[i] = sim
-        for token in _IDENTIFIER.findall(query):
+        identifiers = dict.fromkeys(_IDENTIFIER.findall(query))
+        for token in itertools.islice(identifiers, _MAX_IDENTIFIERS):
             hit = process.extractOne(
                 " ".join(words(token)), self.phrases, scorer=fuzz.ratio, score_cutoff=_IDENT_MATCH
             )

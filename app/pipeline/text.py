@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_CAMEL_1 = re.compile(r"([a-z0-9])([A-Z])")
-_CAMEL_2 = re.compile(r"([A-Z]+)([A-Z][a-z])")
-_WORD = re.compile(r"[a-z]+|[0-9]+")
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+"""ASCII words with camelCase/PascalCase boundaries (`HTTPServer` -> HTTP, Server); digits apart."""
 
 _STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before being
@@ -29,11 +28,6 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 _DOUBLE_OK = frozenset("lsz")
 _SUFFIXES = ("ing", "ed", "ion", "ly")
-
-
-def split_identifiers(text: str) -> str:
-    """Insert spaces at camelCase boundaries; snake_case, kebab and dots split as non-letters."""
-    return _CAMEL_2.sub(r"\1 \2", _CAMEL_1.sub(r"\1 \2", text))
 
 
 @lru_cache(maxsize=65536)
@@ -60,8 +54,8 @@ def stem(word: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    """Lowercase alphanumeric runs after identifier splitting (no stop words, no stemming)."""
-    return _WORD.findall(split_identifiers(text).lower())
+    """Lowercase word runs split at snake/kebab/camel boundaries (no stop words, no stemming)."""
+    return [w.lower() for w in _WORD.findall(text)]
 
 
 def tokenize(text: str) -> list[str]:
