@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -361,3 +363,37 @@ async def test_egress_is_enforced_for_connectors(http: httpx.AsyncClient,
         f"{server.url}/echo"
     )
     assert not result.retryable
+
+
+@pytest.fixture
+def blackhole_port() -> Iterator[int]:
+    """A listener whose backlog is full, so new connections hang until they time out."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = int(listener.getsockname()[1])
+    fillers = []
+    for _ in range(5):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    yield port
+    for sock in (*fillers, listener):
+        sock.close()
+
+
+@pytest.mark.parametrize(("method", "attempts"), [("GET", 3), ("POST", 1)])
+async def test_connect_timeout_is_reported_and_retried_when_idempotent(
+    local_settings: Settings, blackhole_port: int, method: str, attempts: int
+) -> None:
+    transport = CountingTransport()
+    async with httpx.AsyncClient(transport=transport) as client:
+        ex = ConnectorExecutor(http=client, settings=local_settings, audit=None,
+                               retry_backoff_s=0.001)
+        conn = make_connector(f"http://127.0.0.1:{blackhole_port}", timeout_s=0.2)
+        result = await ex.execute(conn, make_action(method=method), {}, CTX)
+    assert (result.ok, result.error, result.retryable) == (
+        False, "Timed out after 0.2s (connect)", True)
+    assert transport.calls == attempts
