@@ -1,0 +1,104 @@
+"""`quiver migrate` and `quiver create-key` against a throwaway SQLite database."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.apikeys.service import hash_key
+from app.cli import main
+from app.config import load_settings
+from app.main import create_app
+from app.security import crypto
+
+
+@pytest.fixture
+def db_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    for name in list(os.environ):
+        if name.upper().startswith("QUIVER_"):
+            monkeypatch.delenv(name)
+    path = tmp_path / "cli.db"
+    monkeypatch.setenv("QUIVER_DATABASE_URL", f"sqlite:///{path}")
+    monkeypatch.setenv("QUIVER_DATA_DIR", str(tmp_path))
+    saved = crypto._keyring
+    yield path
+    crypto._keyring = saved
+
+
+def rows(path: Path, sql: str) -> list[Any]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return conn.execute(sql).fetchall()
+
+
+async def run(argv: list[str]) -> int:
+    """The CLI runs its own event loop, so it gets a thread of its own."""
+    return await asyncio.to_thread(main, argv)
+
+
+async def status_with(key: str, path: str = "/api/v1/agents") -> int:
+    app = create_app(load_settings())
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://quiver.test",
+            headers={"Authorization": f"Bearer {key}"},
+        ) as client,
+    ):
+        return (await client.get(path)).status_code
+
+
+async def test_migrate_up_and_down(db_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert await run(["migrate"]) == 0
+    assert capsys.readouterr().out == "migrations applied\n"
+    tables = {name for (name,) in rows(db_file, "SELECT name FROM sqlite_master")}
+    assert {"agents", "api_keys", "skills", "alembic_version"} <= tables
+    assert await run(["migrate"]) == 0, "idempotent"
+
+    assert await run(["migrate", "--down"]) == 0
+    tables = {name for (name,) in rows(db_file, "SELECT name FROM sqlite_master")}
+    assert "agents" not in tables
+
+
+async def test_create_admin_key_prints_and_persists_a_working_key(
+    db_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await run(["migrate"]) == 0
+    capsys.readouterr()
+    assert await run(["create-key", "--scope", "admin", "--name", "ops"]) == 0
+    key = capsys.readouterr().out.strip()
+    assert key.startswith("qv_")
+    assert "\n" not in key
+
+    [(name, key_hash, scopes)] = rows(db_file, "SELECT name, key_hash, scopes FROM api_keys")
+    assert (name, key_hash, json.loads(scopes)) == ("ops", hash_key(key), ["admin"])
+    assert await status_with(key) == 200
+    assert "qv_" not in capsys.readouterr().out, "an admin key exists: no key generated at start"
+
+
+async def test_create_key_migrates_first_and_defaults_to_chat(
+    db_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await run(["create-key"]) == 0, "works on a fresh database"
+    key = capsys.readouterr().out.strip()
+    [(scopes,)] = rows(db_file, "SELECT scopes FROM api_keys")
+    assert json.loads(scopes) == ["chat"]
+    assert await status_with(key) == 403
+    assert await status_with("qv_not_issued") == 401
+
+
+def test_unknown_scope_is_a_usage_error(db_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["create-key", "--scope", "root"])
+    assert info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+    assert not db_file.exists()
