@@ -14,21 +14,17 @@ HTTP_FETCH = "http_fetch"
 RECALL_KNOWLEDGE = "recall_knowledge"
 DEFAULT_FETCH_CHARS = 20_000
 MAX_FETCH_CHARS = 100_000
+DEFAULT_RECALL_LIMIT = 5
+MAX_RECALL_LIMIT = 50
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml", "+json", "+xml")
 
 HTTP_FETCH_TOOL = ToolDef(
     name=HTTP_FETCH,
-    description=(
-        "Fetch a public http(s) URL and return its text (HTML is reduced to readable text)."
-    ),
+    description="Fetch a public http(s) URL as text (HTML reduced to readable text).",
     parameters={
         "type": "object",
-        "properties": {
-            "url": {"type": "string", "pattern": "^https?://"},
-            "max_chars": {"type": "integer", "minimum": 100, "maximum": MAX_FETCH_CHARS},
-        },
+        "properties": {"url": {"type": "string"}, "max_chars": {"type": "integer"}},
         "required": ["url"],
-        "additionalProperties": False,
     },
     kind="builtin",
     target="http_fetch",
@@ -37,23 +33,25 @@ HTTP_FETCH_TOOL = ToolDef(
 RECALL_KNOWLEDGE_TOOL = ToolDef(
     name=RECALL_KNOWLEDGE,
     description=(
-        "Recall stored coding conventions. With scope='conventions' and a directory, query is"
-        " the language and results walk from the directory up to the language level;"
-        " otherwise query is searched."
+        "Search coding conventions. scope=conventions with a directory: query is the language."
     ),
     parameters={
         "type": "object",
         "properties": {
             "query": {"type": "string"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+            "limit": {"type": "integer"},
             "directory": {"type": "string"},
             "scope": {"type": "string", "enum": ["conventions"]},
         },
-        "additionalProperties": False,
     },
     kind="builtin",
     target="recall_knowledge",
 )
+
+
+def _clamp(value: Any, default: int, low: int, high: int) -> int:
+    """Schemas stay small for the model; bounds are enforced here instead."""
+    return default if value is None else max(low, min(high, int(value)))
 
 
 def _is_text(content_type: str) -> bool:
@@ -75,7 +73,7 @@ class HttpFetch:
     async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         settings = self._backends.settings
         url = str(args["url"])
-        max_chars = int(args.get("max_chars") or DEFAULT_FETCH_CHARS)
+        max_chars = _clamp(args.get("max_chars"), DEFAULT_FETCH_CHARS, 100, MAX_FETCH_CHARS)
         try:
             response = await guarded_request(
                 self._backends.http,
@@ -113,7 +111,7 @@ class RecallKnowledge:
     async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         return await self._backends.conventions.recall(
             query=str(args.get("query") or ""),
-            limit=int(args.get("limit") or 5),
+            limit=_clamp(args.get("limit"), DEFAULT_RECALL_LIMIT, 1, MAX_RECALL_LIMIT),
             directory=args.get("directory") or None,
             scope=args.get("scope") or None,
         )

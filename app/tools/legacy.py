@@ -7,6 +7,8 @@ across every kind (a collision gets a `_2` suffix).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from app.connectors.models import Connector, ConnectorAction
@@ -14,11 +16,13 @@ from app.databases.models import DatabaseConnector
 from app.mcp.models import McpServer
 from app.tools.backends import ConnectorBackend, DatabaseBackend, McpBackend
 from app.tools.base import CallContext, ToolDef, ToolResult
+from app.tools.cache import DERIVED, row_key
 from app.tools.function import FunctionTool, FunctionToolset, Handler, with_step
 from app.tools.meta.database import describe_table, find_table, list_tables_text, run_query
-from app.tools.names import NameAllocator
+from app.tools.names import NameAllocator, sanitize_tool_name
 from app.tools.render import clip_output, model_schema, one_line
-from app.tools.rows import McpToolInfo, mcp_tools, visible_tables
+from app.tools.rows import McpToolInfo, mcp_tools, visible_table_names
+from app.tools.stubs import connector_key
 
 
 def _connector_handler(
@@ -31,23 +35,35 @@ def _connector_handler(
     return handle
 
 
+def _connector_defs(connector: Connector) -> tuple[ToolDef, ...]:
+    return tuple(
+        ToolDef(
+            name=sanitize_tool_name(f"{connector.name}__{action.name}"),
+            description=one_line(action.description) or f"{action.method} {action.path}",
+            parameters=model_schema(action.parameters),
+            kind="connector",
+            target=f"connector:{connector.name}/{action.name}",
+        )
+        for action in connector.actions
+    )
+
+
 def connector_tools(
     connectors: Sequence[Connector], backend: ConnectorBackend, names: NameAllocator
 ) -> FunctionToolset:
     tools: list[FunctionTool] = []
     for connector in connectors:
-        for action in connector.actions:
-            description = one_line(action.description) or f"{action.method} {action.path}"
-            tool = ToolDef(
-                name=names.allocate(f"{connector.name}__{action.name}"),
-                description=description,
-                parameters=model_schema(action.parameters),
-                kind="connector",
-                target=f"connector:{connector.name}/{action.name}",
-            )
+        defs = DERIVED.get(connector_key(connector, "legacy"), partial(_connector_defs, connector))
+        for action, tool in zip(connector.actions, defs, strict=True):
             handler = _connector_handler(backend, connector, action)
-            tools.append(FunctionTool(tool=tool, handler=handler))
+            tools.append(FunctionTool(tool=_named(tool, names), handler=handler))
     return FunctionToolset(tools, label="connectors")
+
+
+def _named(tool: ToolDef, names: NameAllocator) -> ToolDef:
+    """The cached definition under the name this assembly allocated (unique per toolset)."""
+    name = names.allocate(tool.name)
+    return tool if name == tool.name else replace(tool, name=name)
 
 
 def _database_handlers(
@@ -68,21 +84,21 @@ def _database_handlers(
     return list_tables, describe, query
 
 
-def _database_defs(database: DatabaseConnector, names: NameAllocator) -> tuple[ToolDef, ...]:
+def _database_defs(database: DatabaseConnector) -> tuple[ToolDef, ...]:
     label = f"database {database.name!r} ({database.dialect})"
     about = one_line(database.description)
     suffix = f": {about}" if about else ""
-    tables = [t.name for t in visible_tables(database)]
+    tables = visible_table_names(database)
     target = f"database:{database.name}"
     return (
         ToolDef(
-            name=names.allocate(f"{database.name}__list_tables"),
+            name=sanitize_tool_name(f"{database.name}__list_tables"),
             description=f"List the tables of {label}{suffix}",
             kind="database",
             target=f"{target}/list_tables",
         ),
         ToolDef(
-            name=names.allocate(f"{database.name}__describe_table"),
+            name=sanitize_tool_name(f"{database.name}__describe_table"),
             description=f"Describe the columns of one table of {label}.",
             parameters={
                 "type": "object",
@@ -94,7 +110,7 @@ def _database_defs(database: DatabaseConnector, names: NameAllocator) -> tuple[T
             target=f"{target}/describe_table",
         ),
         ToolDef(
-            name=names.allocate(f"{database.name}__query"),
+            name=sanitize_tool_name(f"{database.name}__query"),
             description=(
                 f"Run one read-only SQL query on {label}; at most {database.max_rows} rows."
             ),
@@ -115,7 +131,8 @@ def database_tools(
 ) -> FunctionToolset:
     tools: list[FunctionTool] = []
     for database in databases:
-        defs = _database_defs(database, names)
+        cached = DERIVED.get(row_key(database, "legacy"), partial(_database_defs, database))
+        defs = tuple(_named(tool, names) for tool in cached)
         handlers = _database_handlers(backend, database, defs[2].name)
         tools.extend(FunctionTool(tool=d, handler=h) for d, h in zip(defs, handlers, strict=True))
     return FunctionToolset(tools, label="databases")
@@ -129,18 +146,29 @@ def _mcp_handler(backend: McpBackend, server: McpServer, tool: McpToolInfo) -> H
     return handle
 
 
+def _mcp_defs(server: McpServer) -> tuple[tuple[McpToolInfo, ToolDef], ...]:
+    return tuple(
+        (
+            info,
+            ToolDef(
+                name=sanitize_tool_name(f"{server.name}__{info.name}"),
+                description=info.description.strip(),
+                parameters=model_schema(info.input_schema),
+                kind="mcp",
+                target=f"mcp:{server.name}/{info.name}",
+            ),
+        )
+        for info in mcp_tools(server)
+    )
+
+
 def mcp_tools_legacy(
     servers: Sequence[McpServer], backend: McpBackend, names: NameAllocator
 ) -> FunctionToolset:
     tools: list[FunctionTool] = []
     for server in servers:
-        for info in mcp_tools(server):
-            tool = ToolDef(
-                name=names.allocate(f"{server.name}__{info.name}"),
-                description=info.description.strip(),
-                parameters=model_schema(info.input_schema),
-                kind="mcp",
-                target=f"mcp:{server.name}/{info.name}",
-            )
-            tools.append(FunctionTool(tool=tool, handler=_mcp_handler(backend, server, info)))
+        defs = DERIVED.get(row_key(server, "legacy"), partial(_mcp_defs, server))
+        for info, tool in defs:
+            handler = _mcp_handler(backend, server, info)
+            tools.append(FunctionTool(tool=_named(tool, names), handler=handler))
     return FunctionToolset(tools, label="mcp")

@@ -57,6 +57,24 @@ def _table(raw: Any) -> TableInfo | None:
     )
 
 
+def visible_table_names(database: DatabaseConnector) -> list[str]:
+    """Names of the cached tables the model may see, without parsing their columns."""
+    return [
+        raw["name"]
+        for raw in database.schema_cache or []
+        if isinstance(raw, dict) and isinstance(raw.get("name"), str) and not raw.get("hidden")
+    ]
+
+
+def mcp_tool_names(server: McpServer) -> list[str]:
+    """Names in an MCP server's cached tool list, without building the full views."""
+    return [
+        raw["name"]
+        for raw in server.tools_cache or []
+        if isinstance(raw, dict) and isinstance(raw.get("name"), str)
+    ]
+
+
 def visible_tables(database: DatabaseConnector) -> list[TableInfo]:
     """The cached tables the model may see (hidden tables never reach it)."""
     tables = (_table(raw) for raw in database.schema_cache or [])

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from app.connectors.models import Connector
 from app.databases.models import DatabaseConnector
 from app.mcp.models import McpServer
 from app.skills.models import Skill
+from app.tools.cache import DERIVED, row_key
 from app.tools.render import one_line
-from app.tools.rows import mcp_tools, visible_tables
+from app.tools.rows import mcp_tool_names, visible_table_names
 from app.tools.suggest import format_choices
 
 SKILL_STUB_CHARS = 120
@@ -22,9 +23,21 @@ SKILLS_HEADING = "## Available Skills"
 INLINE_SKILLS_HEADING = "## Skills"
 
 
+def connector_key(connector: Connector, purpose: str) -> tuple[Hashable, ...] | None:
+    """Cache key of what is derived from a connector: its row and every action row."""
+    base = row_key(connector, purpose)
+    actions = tuple(row_key(a) for a in connector.actions)
+    if base is None or None in actions:
+        return None
+    return (*base, actions)
+
+
 def skill_stub(skill: Skill) -> str:
     """`- name: description`, one line, cut to 120 chars (117 + `...`)."""
-    return one_line(f"- {skill.name}: {skill.description}", SKILL_STUB_CHARS)
+    return DERIVED.get(
+        row_key(skill, "stub"),
+        lambda: one_line(f"- {skill.name}: {skill.description}", SKILL_STUB_CHARS),
+    )
 
 
 def skills_section(skills: Sequence[Skill]) -> str:
@@ -64,6 +77,10 @@ def _resource_line(name: str, description: str) -> str:
 
 def connector_stub(connector: Connector) -> str:
     """`- jira: Jira Cloud. Actions (25): a, b, … and 5 more` (at most 20 action names)."""
+    return DERIVED.get(connector_key(connector, "stub"), lambda: _connector_stub(connector))
+
+
+def _connector_stub(connector: Connector) -> str:
     names = [a.name for a in connector.actions]
     line = _resource_line(connector.name, connector.description)
     return f"{line}Actions ({len(names)}): {format_choices(names, listed=ACTIONS_LISTED)}"
@@ -71,13 +88,21 @@ def connector_stub(connector: Connector) -> str:
 
 def database_stub(database: DatabaseConnector) -> str:
     """`- sales: Sales data. Tables (30): a, …` (at most 10 table names, then the rest counted)."""
-    names = [t.name for t in visible_tables(database)]
+    return DERIVED.get(row_key(database, "stub"), lambda: _database_stub(database))
+
+
+def _database_stub(database: DatabaseConnector) -> str:
+    names = visible_table_names(database)
     line = _resource_line(database.name, database.description)
     return f"{line}Tables ({len(names)}): {format_choices(names, listed=TABLES_LISTED)}"
 
 
 def mcp_stub(server: McpServer) -> str:
     """`- github: GitHub. Tools (117): a, …` (at most 20 tool names, then the rest counted)."""
-    names = [t.name for t in mcp_tools(server)]
+    return DERIVED.get(row_key(server, "stub"), lambda: _mcp_stub(server))
+
+
+def _mcp_stub(server: McpServer) -> str:
+    names = mcp_tool_names(server)
     line = _resource_line(server.name, server.description)
     return f"{line}Tools ({len(names)}): {format_choices(names, listed=MCP_TOOLS_LISTED)}"

@@ -22,21 +22,18 @@ from tests.fixtures.catalog import full_agent, github, jira, sales, skills, slac
 from tests.fixtures.pipeline import ctx, make_agent, make_settings
 
 CONNECTOR_DESCRIPTION = """\
-Call HTTP API connectors. subcommand=discover returns action parameter schemas (one action, or\
- all); subcommand=execute runs an action with parameters.
+HTTP APIs. discover: action parameter schemas; execute: run an action with parameters.
 Connectors:
 - jira: Jira Cloud issue tracker. Actions (3): create_issue, get_issue, search_issues
 - slack: Actions (1): post_message"""
 
 DATABASE_DESCRIPTION = """\
-Read SQL databases. subcommand=list_tables lists tables; discover returns a table's columns;\
- query runs one read-only SELECT (sql).
+SQL databases. list_tables; discover: a table's columns; query: one read-only SELECT.
 Databases:
 - sales: Sales data warehouse. Tables (2): customers, orders"""
 
 MCP_DESCRIPTION = """\
-Use tools of MCP servers. subcommand=discover returns input schemas (one tool, or all);\
- subcommand=call invokes a tool with parameters.
+MCP server tools. discover: input schemas; call: invoke a tool with parameters.
 Servers:
 - github: GitHub MCP server. Tools (2): search_issues, get_me"""
 

@@ -16,10 +16,7 @@ from app.tools.validation import invalid_arguments, validate_arguments
 
 NAME = "connector"
 DISCOVER_LISTED = 10
-_INTRO = (
-    "Call HTTP API connectors. subcommand=discover returns action parameter schemas"
-    " (one action, or all); subcommand=execute runs an action with parameters."
-)
+_INTRO = "HTTP APIs. discover: action parameter schemas; execute: run an action with parameters."
 
 
 def action_summary(connector: Connector, action: ConnectorAction) -> str:
@@ -55,7 +52,6 @@ class ConnectorMetaTool:
                     "parameters": {"type": "object"},
                 },
                 "required": ["subcommand", "connector"],
-                "additionalProperties": False,
             },
             kind="connector",
             target="connector",

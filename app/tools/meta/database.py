@@ -22,10 +22,7 @@ from app.tools.validation import invalid_arguments
 NAME = "database"
 SUBCOMMANDS = ("list_tables", "discover", "query")
 DISCOVER_LISTED = 10
-_INTRO = (
-    "Read SQL databases. subcommand=list_tables lists tables; discover returns a table's columns;"
-    " query runs one read-only SELECT (sql)."
-)
+_INTRO = "SQL databases. list_tables; discover: a table's columns; query: one read-only SELECT."
 
 
 def table_line(table: TableInfo) -> str:
@@ -99,7 +96,6 @@ class DatabaseMetaTool:
                     "sql": {"type": "string"},
                 },
                 "required": ["subcommand", "database"],
-                "additionalProperties": False,
             },
             kind="database",
             target="database",

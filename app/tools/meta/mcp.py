@@ -20,10 +20,7 @@ from app.tools.validation import invalid_arguments, validate_arguments
 
 NAME = "mcp"
 DISCOVER_LISTED = 10
-_INTRO = (
-    "Use tools of MCP servers. subcommand=discover returns input schemas (one tool, or all);"
-    " subcommand=call invokes a tool with parameters."
-)
+_INTRO = "MCP server tools. discover: input schemas; call: invoke a tool with parameters."
 
 
 def tool_summary(server: McpServer, tool: McpToolInfo) -> str:
@@ -37,7 +34,7 @@ def tool_summary(server: McpServer, tool: McpToolInfo) -> str:
 class McpMetaTool:
     def __init__(self, servers: Sequence[McpServer], backend: McpBackend) -> None:
         self._servers = {s.name: s for s in servers}
-        self._tools = {s.name: {t.name: t for t in mcp_tools(s)} for s in servers}
+        self._tools: dict[str, dict[str, McpToolInfo]] = {}
         self._backend = backend
         catalog = "\n".join(mcp_stub(s) for s in servers)
         self.tool = ToolDef(
@@ -52,7 +49,6 @@ class McpMetaTool:
                     "parameters": {"type": "object"},
                 },
                 "required": ["subcommand", "server"],
-                "additionalProperties": False,
             },
             kind="mcp",
             target="mcp",
@@ -71,8 +67,14 @@ class McpMetaTool:
             case other:
                 return ToolResult.fail(f"Unknown subcommand {other!r}. Valid: discover, call.")
 
+    def _server_tools(self, server: McpServer) -> dict[str, McpToolInfo]:
+        """Parsed on first use: assembly only needs the names for the description."""
+        if server.name not in self._tools:
+            self._tools[server.name] = {t.name: t for t in mcp_tools(server)}
+        return self._tools[server.name]
+
     def _find(self, server: McpServer, name: str) -> McpToolInfo | ToolResult:
-        tools = self._tools[server.name]
+        tools = self._server_tools(server)
         found = tools.get(name)
         if found is None:
             return ToolResult.fail(
@@ -86,7 +88,7 @@ class McpMetaTool:
             if isinstance(found, ToolResult):
                 return found
             return ToolResult.success(clip_output(tool_summary(server, found)))
-        tools = list(self._tools[server.name].values())
+        tools = list(self._server_tools(server).values())
         if not tools:
             return ToolResult.success(f"MCP server {server.name!r} lists no tools.")
         blocks = [tool_summary(server, t) for t in tools]

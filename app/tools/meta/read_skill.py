@@ -13,10 +13,7 @@ from app.tools.stubs import skill_body
 from app.tools.suggest import unknown_name
 
 NAME = "read_skill"
-DESCRIPTION = (
-    "Load the full instructions of a skill listed under 'Available Skills' in the system prompt."
-    " Read a skill before following it."
-)
+DESCRIPTION = "Read the full instructions of a skill from Available Skills before using it."
 
 
 class ReadSkill:
@@ -29,7 +26,6 @@ class ReadSkill:
                 "type": "object",
                 "properties": {"name": {"type": "string", "enum": list(self._skills)}},
                 "required": ["name"],
-                "additionalProperties": False,
             },
             kind="skill",
             target="skill",
