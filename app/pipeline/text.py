@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-"""ASCII words with camelCase/PascalCase boundaries (`HTTPServer` -> HTTP, Server); digits apart."""
+_RUN = re.compile(r"[^\W_]+")
+"""Unicode letter/digit runs: snake_case, kebab-case, dots and spaces all separate words."""
+_ASCII_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+"""camelCase/PascalCase boundaries inside an ASCII run (`HTTPServer` -> HTTP, Server)."""
 
 _STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before being
@@ -55,7 +57,13 @@ def stem(word: str) -> str:
 
 def words(text: str) -> list[str]:
     """Lowercase word runs split at snake/kebab/camel boundaries (no stop words, no stemming)."""
-    return [w.lower() for w in _WORD.findall(text)]
+    out: list[str] = []
+    for run in _RUN.findall(text):
+        if run.isascii():
+            out.extend(w.lower() for w in _ASCII_WORD.findall(run))
+        else:
+            out.append(run.lower())
+    return out
 
 
 def tokenize(text: str) -> list[str]:

@@ -53,6 +53,17 @@ def test_tokenizer_splits_identifiers_and_stems_inflections() -> None:
     assert stem("running") == stem("runs") == "run"
 
 
+def test_non_ascii_words_are_indexed() -> None:
+    assert words("wetterVorhersage für München") == ["wetter", "vorhersage", "für", "münchen"]
+    tools = [
+        tool("news_ru", "Последние новости дня."),
+        tool("weather_ru", "Прогноз погоды для города."),
+    ]
+    ranked = LexicalRanker(tools).rank("прогноз погоды в Москве")
+    assert ranked[0].name == "weather_ru"
+    assert ranked[1].score == 0.0
+
+
 def test_topical_request_ranks_matching_tool_first() -> None:
     ranker = LexicalRanker(GITHUB)
     assert names(ranker.rank("what's the weather like in Paris?", k=1)) == ["get_weather"]
