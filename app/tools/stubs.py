@@ -24,12 +24,18 @@ INLINE_SKILLS_HEADING = "## Skills"
 
 
 def connector_key(connector: Connector, purpose: str) -> tuple[Hashable, ...] | None:
-    """Cache key of what is derived from a connector: its row and every action row."""
+    """Cache key of what is derived from a connector and its actions.
+
+    Any action write bumps that action's `updated_at` above the others and a deletion
+    changes the count, so (count, newest action stamp) stands for the whole list.
+    """
     base = row_key(connector, purpose)
-    actions = tuple(row_key(a) for a in connector.actions)
-    if base is None or None in actions:
+    if base is None:
         return None
-    return (*base, actions)
+    stamps = [a.updated_at for a in connector.actions]
+    if None in stamps:
+        return None
+    return (*base, len(stamps), max(stamps, default=None))
 
 
 def skill_stub(skill: Skill) -> str:
