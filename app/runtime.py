@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
+from fastapi import Depends, Request
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -24,6 +25,7 @@ from app.llm.client import LlmClient
 from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
 from app.ops.metrics import Metrics
+from app.security.egress import new_http_client
 from app.tools.backends import Backends
 
 
@@ -45,31 +47,43 @@ class Runtime:
     async def start(
         cls, settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], metrics: Metrics
     ) -> Runtime:
-        http = httpx.AsyncClient(
-            timeout=settings.http_timeout_s,
-            follow_redirects=False,
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-        )
+        # Pinned connects for tool traffic (egress-checked); the LLM uses it directly too.
+        http = new_http_client(settings, strict=False)
         audit = AuditSink(sessionmaker)
         connectors = ConnectorExecutor(http=http, settings=settings, audit=audit)
         engines = EngineCache()
         databases = DatabaseExecutor(engines)
         mcp = McpPool(settings)
         backends = Backends(
-            settings=settings, http=http, connectors=connectors, databases=databases,
-            mcp=mcp, conventions=ConventionRecall(sessionmaker),
+            settings=settings,
+            http=http,
+            connectors=connectors,
+            databases=databases,
+            mcp=mcp,
+            conventions=ConventionRecall(sessionmaker),
         )
         hub = RunHub()
         await hub.start(settings)
         runs = RunManager(
-            settings=settings, sessionmaker=sessionmaker, hub=hub, backends=backends,
+            settings=settings,
+            sessionmaker=sessionmaker,
+            hub=hub,
+            backends=backends,
             llm=LlmClient.from_settings(settings, http=http) if settings.llm_configured else None,
             on_finished=lambda status: metrics.runs.labels(status).inc(),
         )
         runtime = cls(
-            settings=settings, sessionmaker=sessionmaker, http=http, audit=audit,
-            connectors=connectors, engines=engines, databases=databases, mcp=mcp,
-            backends=backends, hub=hub, runs=runs,
+            settings=settings,
+            sessionmaker=sessionmaker,
+            http=http,
+            audit=audit,
+            connectors=connectors,
+            engines=engines,
+            databases=databases,
+            mcp=mcp,
+            backends=backends,
+            hub=hub,
+            runs=runs,
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime
@@ -78,13 +92,29 @@ class Runtime:
         """Persist a refreshed MCP tool list (list_changed notification or TTL refresh)."""
         async with self.sessionmaker() as session:
             await session.execute(
-                update(McpServer).where(McpServer.id == server_id)
+                update(McpServer)
+                .where(McpServer.id == server_id)
                 .values(tools_cache=tools, tools_refreshed_at=utcnow())
             )
             await session.commit()
 
     async def aclose(self) -> None:
-        for closer in (self.runs.aclose, self.mcp.aclose, self.connectors.aclose,
-                       self.audit.aclose, self.engines.aclose, self.hub.aclose, self.http.aclose):
+        for closer in (
+            self.runs.aclose,
+            self.mcp.aclose,
+            self.connectors.aclose,
+            self.audit.aclose,
+            self.engines.aclose,
+            self.hub.aclose,
+            self.http.aclose,
+        ):
             with contextlib.suppress(Exception):
                 await closer()
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate
 from app.agents.service import agent_service
@@ -11,7 +11,7 @@ from app.chat.selector import llm_selector
 from app.db.session import SessionDep
 from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
 from app.pipeline.preview import ToolsetPreview, preview_toolset
-from app.runtime import Runtime
+from app.runtime import RuntimeDep
 
 router = APIRouter(prefix="/agents", tags=["agents"])
 add_crud_routes(
@@ -23,13 +23,12 @@ add_crud_routes(
 async def preview_agent_toolset(
     id: uuid.UUID,
     session: SessionDep,
-    request: Request,
+    runtime: RuntimeDep,
     query: Annotated[
         str, Query(max_length=20_000, description="The user message to select for")
     ] = "",
 ) -> ToolsetPreview:
     """The pipeline preview: modes, prompt, tools as the model sees them, and token savings."""
-    runtime: Runtime = request.app.state.runtime
     agent = await agent_service.get(session, id)
     llm = runtime.runs.llm
     selector = llm_selector(llm, model=agent.model) if llm is not None else None

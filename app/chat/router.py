@@ -3,22 +3,17 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from app.chat.schemas import CancelResult, ChatRequest, ConversationRead
 from app.chat.service import ensure_run, get_conversation, live_stream, replay_stream
 from app.db.session import SessionDep
 from app.errors import Invalid
-from app.runtime import Runtime
+from app.runtime import RuntimeDep
 
 router = APIRouter(tags=["chat"])
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def _runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
 
 
 @router.post(
@@ -26,9 +21,8 @@ def _runtime(request: Request) -> Runtime:
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}}, 503: {}, 409: {}},
 )
-async def chat(body: ChatRequest, request: Request) -> StreamingResponse:
+async def chat(body: ChatRequest, runtime: RuntimeDep) -> StreamingResponse:
     """Start a run and stream its events (SSE). Disconnecting does not stop the run."""
-    runtime = _runtime(request)
     active, queue = await runtime.runs.start(body)
     headers = {
         **SSE_HEADERS,
@@ -49,12 +43,11 @@ async def chat(body: ChatRequest, request: Request) -> StreamingResponse:
 )
 async def run_events(
     run_id: uuid.UUID,
-    request: Request,
+    runtime: RuntimeDep,
     last_event_id: Annotated[str | None, Header()] = None,
     after: Annotated[int | None, Query(ge=0, description="Alternative to Last-Event-ID")] = None,
 ) -> StreamingResponse:
     """Replay a run's journal after `Last-Event-ID`, then follow it live until it ends."""
-    runtime = _runtime(request)
     start = after or 0
     if last_event_id:
         if not last_event_id.strip().isdigit():
@@ -75,9 +68,9 @@ async def run_events(
 
 
 @router.post("/runs/{run_id}/cancel", response_model=CancelResult, responses={404: {}})
-async def cancel_run(run_id: uuid.UUID, request: Request) -> CancelResult:
+async def cancel_run(run_id: uuid.UUID, runtime: RuntimeDep) -> CancelResult:
     """Ask a run to stop; it ends with `run_finished {status: cancelled}`."""
-    run = await _runtime(request).runs.cancel(run_id)
+    run = await runtime.runs.cancel(run_id)
     return CancelResult(run_id=run.id, status=run.status, cancel_requested=run.cancel_requested)
 
 

@@ -8,16 +8,34 @@ from fastapi import APIRouter, status
 from app.connectors.schemas import (
     ActionCreate,
     ActionRead,
+    ActionTestRequest,
     ActionUpdate,
     ConnectorCreate,
+    ConnectorImport,
+    ConnectorImported,
     ConnectorRead,
     ConnectorUpdate,
 )
 from app.connectors.service import connector_service as service
 from app.db.session import SessionDep
 from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
+from app.kit.schemas import ToolCallResult
+from app.runtime import RuntimeDep
 
 router = APIRouter(prefix="/connectors", tags=["connectors"])
+
+
+@router.post(
+    "/import",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ConnectorImported,
+    responses=ERROR_RESPONSES,
+)
+async def import_connector(body: ConnectorImport, session: SessionDep) -> Any:
+    """Create a connector from an OpenAPI 3.0/3.1 document (JSON object, or JSON/YAML text)."""
+    return await service.import_openapi(session, body)
+
+
 add_crud_routes(
     router, service=service, create=ConnectorCreate, update=ConnectorUpdate, read=ConnectorRead
 )
@@ -58,3 +76,11 @@ async def update_action(id: uuid.UUID, name: str, body: ActionUpdate, session: S
 async def delete_action(id: uuid.UUID, name: str, session: SessionDep) -> None:
     """Delete an action."""
     await service.delete_action(session, id, name)
+
+
+@router.post("/{id}/actions/{name}/test", response_model=ToolCallResult, responses=ERROR_RESPONSES)
+async def test_action(
+    id: uuid.UUID, name: str, body: ActionTestRequest, session: SessionDep, runtime: RuntimeDep
+) -> Any:
+    """Run one action with the same guards and executor as the model; answer what it would see."""
+    return await service.test_action(session, id, name, body, runtime.connectors)

@@ -161,10 +161,17 @@ class ConnectorRead(ReadSchema):
         return {**{k: getattr(obj, k) for k in fields}, "has_credentials": bool(obj.credentials)}
 
 
+class ConnectorImported(ConnectorRead):
+    warnings: list[str]
+    """What the import skipped or guessed (cookie parameters, non-JSON bodies, OAuth2 → bearer)."""
+
+
 class ConnectorImport(Schema):
     document: dict[str, Any] | Annotated[str, StringConstraints(min_length=1, max_length=5_000_000)]
     name: Slug | None = None
     base_url: BaseUrl | None = None
+    credentials: dict[str, Annotated[str, StringConstraints(max_length=8192)]] | None = None
+    """Optional, write-only: credentials for the auth type the document's security implies."""
 
     @field_validator("document")
     @classmethod

@@ -6,17 +6,26 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.connectors.models import Connector, ConnectorAction
+from app.connectors.openapi import parse_openapi
 from app.connectors.repository import ConnectorRepository
 from app.connectors.schemas import (
     ActionCreate,
+    ActionTestRequest,
     ActionUpdate,
     ConnectorCreate,
+    ConnectorImport,
+    ConnectorImported,
+    ConnectorRead,
     ConnectorUpdate,
     check_credentials,
     check_parameters_schema,
 )
 from app.errors import Conflict, Invalid, NotFound
 from app.kit.crud import CrudService
+from app.kit.schemas import ToolCallResult
+from app.kit.timing import timed_tool_call
+from app.tools.backends import ConnectorBackend
+from app.tools.base import CallContext
 
 
 def _by_name(action: ActionCreate) -> str:
@@ -100,6 +109,37 @@ class ConnectorService(CrudService[Connector]):
             raise _invalid(exc) from exc
         await self.save(session, connector)
         return action
+
+    async def import_openapi(
+        self, session: AsyncSession, data: ConnectorImport
+    ) -> ConnectorImported:
+        """OpenAPI 3.x → a stored connector with its actions; a precise 422 when it cannot."""
+        draft = parse_openapi(data.document, name=data.name, base_url=data.base_url)
+        try:
+            create = ConnectorCreate.model_validate(
+                {**draft.model_dump(exclude={"warnings"}), "credentials": data.credentials}
+            )
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "document"
+            raise Invalid(f"imported connector is not valid: {where}: {err['msg']}") from exc
+        connector = await self.create(session, create)
+        read = ConnectorRead.model_validate(connector).model_dump()
+        return ConnectorImported.model_validate({**read, "warnings": draft.warnings})
+
+    async def test_action(
+        self,
+        session: AsyncSession,
+        id: uuid.UUID,
+        name: str,
+        data: ActionTestRequest,
+        executor: ConnectorBackend,
+    ) -> ToolCallResult:
+        """Run one action exactly as the model's `connector execute` would."""
+        connector = await self.get(session, id)
+        action = self.find_action(connector, name)
+        call = executor.execute(connector, action, data.parameters, CallContext())
+        return await timed_tool_call(call)
 
     async def delete_action(self, session: AsyncSession, id: uuid.UUID, name: str) -> None:
         connector = await self.get(session, id)
