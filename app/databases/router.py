@@ -9,17 +9,45 @@ from app.databases.schemas import (
     DatabaseCreate,
     DatabaseRead,
     DatabaseUpdate,
+    QueryRequest,
     TableRead,
     TableUpdate,
 )
 from app.databases.service import database_service as service
 from app.db.session import SessionDep
 from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
+from app.kit.schemas import ToolCallResult
+from app.runtime import Runtime, RuntimeDep
 
 router = APIRouter(prefix="/databases", tags=["databases"])
+
+
+async def _dispose_engine(runtime: Runtime, id: uuid.UUID) -> None:
+    await runtime.engines.dispose(id)
+
+
 add_crud_routes(
-    router, service=service, create=DatabaseCreate, update=DatabaseUpdate, read=DatabaseRead
+    router,
+    service=service,
+    create=DatabaseCreate,
+    update=DatabaseUpdate,
+    read=DatabaseRead,
+    after_change=_dispose_engine,
 )
+
+
+@router.post("/{id}/introspect", response_model=DatabaseRead, responses=ERROR_RESPONSES)
+async def introspect_database(id: uuid.UUID, session: SessionDep, runtime: RuntimeDep) -> Any:
+    """Read tables, columns, keys and comments into the cached schema the model sees."""
+    return DatabaseRead.model_validate(await service.introspect(session, id, runtime.engines))
+
+
+@router.post("/{id}/query", response_model=ToolCallResult, responses=ERROR_RESPONSES)
+async def query_database(
+    id: uuid.UUID, body: QueryRequest, session: SessionDep, runtime: RuntimeDep
+) -> Any:
+    """Run read-only SQL with the model's guards; answer the text the model would see."""
+    return await service.test_query(session, id, body.sql, runtime.databases)
 
 
 @router.patch("/{id}/tables/{table}", response_model=TableRead, responses=ERROR_RESPONSES)

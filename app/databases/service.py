@@ -6,11 +6,18 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import flag_modified
 
+from app.databases.engines import EngineCache
+from app.databases.introspect import introspect, merge_schema
 from app.databases.models import DatabaseConnector
 from app.databases.repository import DatabaseRepository
 from app.databases.schemas import DatabaseCreate, DatabaseUpdate, TableUpdate
+from app.db.base import utcnow
 from app.errors import Invalid, NotFound
 from app.kit.crud import CrudService
+from app.kit.schemas import ToolCallResult
+from app.kit.timing import timed_tool_call
+from app.tools.backends import DatabaseBackend
+from app.tools.base import CallContext
 
 
 def _dialect(url: str) -> str:
@@ -41,6 +48,23 @@ class DatabaseService(CrudService[DatabaseConnector]):
             row.dialect = _dialect(data.url)
         self.apply(row, data)
         return await self.save(session, row)
+
+    async def introspect(
+        self, session: AsyncSession, id: uuid.UUID, engines: EngineCache
+    ) -> DatabaseConnector:
+        """Refresh the cached schema from the live database, keeping admins' flags."""
+        row = await self.get(session, id)
+        fresh = await introspect(row, engines)
+        row.schema_cache = merge_schema(row.schema_cache or [], fresh)
+        row.introspected_at = utcnow()
+        return await self.save(session, row)
+
+    async def test_query(
+        self, session: AsyncSession, id: uuid.UUID, sql: str, executor: DatabaseBackend
+    ) -> ToolCallResult:
+        """Run SQL exactly as the model's `database query` would (same validation, same limits)."""
+        row = await self.get(session, id)
+        return await timed_tool_call(executor.query(row, sql, CallContext()))
 
     async def update_table(
         self, session: AsyncSession, id: uuid.UUID, table: str, data: TableUpdate

@@ -5,7 +5,8 @@ from the annotations of the inner functions, which are the classes passed in.
 """
 
 import uuid
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import APIRouter, status
 from pydantic import BaseModel
@@ -15,6 +16,10 @@ from app.db.session import SessionDep
 from app.errors import error_body
 from app.kit.pagination import PageDep
 from app.kit.schemas import Page
+from app.runtime import RuntimeDep
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {
@@ -30,6 +35,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {"application/json": {"example": error_body("Invalid", "...")}},
     },
 }
+
+
+AfterChange = Callable[["Runtime", uuid.UUID], Awaitable[None]]
 
 
 class CrudServiceLike(Protocol):
@@ -52,7 +60,9 @@ def add_crud_routes(
     create: type[BaseModel],
     update: type[BaseModel],
     read: type[BaseModel],
+    after_change: AfterChange | None = None,
 ) -> None:
+    """`after_change(runtime, id)` runs after an update or delete (close pools, sessions)."""
     label = service.label
 
     async def create_item(body: create, session: SessionDep) -> Any:  # type: ignore[valid-type]
@@ -65,11 +75,18 @@ def add_crud_routes(
     async def get_item(id: uuid.UUID, session: SessionDep) -> Any:
         return read.model_validate(await service.get(session, id))
 
-    async def update_item(id: uuid.UUID, body: update, session: SessionDep) -> Any:  # type: ignore[valid-type]
-        return read.model_validate(await service.update(session, id, body))
+    async def update_item(
+        id: uuid.UUID, body: update, session: SessionDep, runtime: RuntimeDep
+    ) -> Any:  # type: ignore[valid-type]
+        item = read.model_validate(await service.update(session, id, body))
+        if after_change is not None:
+            await after_change(runtime, id)
+        return item
 
-    async def delete_item(id: uuid.UUID, session: SessionDep) -> None:
+    async def delete_item(id: uuid.UUID, session: SessionDep, runtime: RuntimeDep) -> None:
         await service.delete(session, id)
+        if after_change is not None:
+            await after_change(runtime, id)
 
     responses = ERROR_RESPONSES
     router.add_api_route(
