@@ -224,3 +224,20 @@ async def test_selection_result_is_none_below_threshold() -> None:
         strategy=SelectionStrategy.LEXICAL,
     )
     assert result is None
+
+
+async def test_pre_hydration_reaches_deferred_tools_without_loading_them(
+    backends: Backends,
+) -> None:
+    toolset = await assemble_toolset(_agent(), make_settings(), backends, "search jira issues")
+    assert "weather__forecast" not in [t.name for t in toolset.tools]
+    result = await toolset.call("weather__forecast", {}, ctx(), active_only=False)
+    assert result.ok
+    assert "weather__forecast" not in [t.name for t in toolset.tools]
+
+
+async def test_tools_outside_the_categories_are_unknown(backends: Backends) -> None:
+    toolset = await assemble_toolset(_agent(), make_settings(), backends, "")
+    result = await toolset.call("http_fetch", {"url": "https://example.com"}, ctx())
+    assert result.error is not None
+    assert result.error.startswith("Unknown tool 'http_fetch'. Valid: ")
