@@ -1,16 +1,43 @@
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 from fastapi import APIRouter
 
-from app.kit.crud_router import add_crud_routes
-from app.mcp.schemas import McpServerCreate, McpServerRead, McpServerUpdate
+from app.db.session import SessionDep
+from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
+from app.kit.schemas import ToolCallResult
+from app.mcp.schemas import McpCallRequest, McpServerCreate, McpServerRead, McpServerUpdate
 from app.mcp.service import mcp_server_service
+from app.runtime import Runtime, RuntimeDep
 
 router = APIRouter(prefix="/mcp-servers", tags=["mcp-servers"])
+
+
+async def _close_session(runtime: Runtime, id: uuid.UUID) -> None:
+    await runtime.mcp.invalidate(id)
+
+
 add_crud_routes(
     router,
     service=mcp_server_service,
     create=McpServerCreate,
     update=McpServerUpdate,
     read=McpServerRead,
+    after_change=_close_session,
 )
+
+
+@router.post("/{id}/refresh", response_model=McpServerRead, responses=ERROR_RESPONSES)
+async def refresh_tools(id: uuid.UUID, session: SessionDep, runtime: RuntimeDep) -> Any:
+    """Connect and store the server's tool list (the pipeline builds stubs from it)."""
+    return McpServerRead.model_validate(await mcp_server_service.refresh(session, id, runtime.mcp))
+
+
+@router.post("/{id}/call", response_model=ToolCallResult, responses=ERROR_RESPONSES)
+async def call_tool(
+    id: uuid.UUID, body: McpCallRequest, session: SessionDep, runtime: RuntimeDep
+) -> Any:
+    """Call one tool with the model's guards; answer the text the model would see."""
+    return await mcp_server_service.test_call(session, id, body, runtime.mcp)

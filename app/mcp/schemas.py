@@ -101,3 +101,8 @@ class McpServerRead(ReadSchema):
             "headers": mask_values(obj.headers),
             "tools": obj.tools_cache or [],
         }
+
+
+class McpCallRequest(Schema):
+    tool: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    arguments: dict[str, Any] = Field(default_factory=dict)

@@ -4,11 +4,18 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.base import utcnow
 from app.errors import Invalid
 from app.kit.crud import CrudService
+from app.kit.schemas import ToolCallResult
+from app.kit.timing import timed_tool_call
 from app.mcp.models import McpServer
+from app.mcp.pool import McpPool
 from app.mcp.repository import McpServerRepository
-from app.mcp.schemas import McpServerCreate, McpServerUpdate, check_transport
+from app.mcp.schemas import McpCallRequest, McpServerCreate, McpServerUpdate, check_transport
+from app.tools.base import CallContext
+from app.tools.suggest import unknown_name
+from app.tools.validation import invalid_arguments, validate_arguments
 
 
 class McpServerService(CrudService[McpServer]):
@@ -34,6 +41,36 @@ class McpServerService(CrudService[McpServer]):
             server.tools_cache = []
             server.tools_refreshed_at = None
         return await self.save(session, server)
+
+    async def refresh(self, session: AsyncSession, id: uuid.UUID, pool: McpPool) -> McpServer:
+        """Connect (or reuse the session), list the tools and store them on the row."""
+        server = await self.get(session, id)
+        server.tools_cache = await pool.list_tools(server)
+        server.tools_refreshed_at = utcnow()
+        return await self.save(session, server)
+
+    async def test_call(
+        self, session: AsyncSession, id: uuid.UUID, data: McpCallRequest, pool: McpPool
+    ) -> ToolCallResult:
+        """Call one tool as the model's `mcp call` would: arguments checked against its schema."""
+        server = await self.get(session, id)
+        known = {t.get("name"): t for t in server.tools_cache or []}
+        tool = known.get(data.tool)
+        if known and tool is None:
+            return ToolCallResult(
+                ok=False,
+                output="",
+                elapsed_ms=0.0,
+                error=unknown_name("tool", data.tool, list(known)),
+            )
+        problem = (
+            validate_arguments(tool.get("input_schema") or {}, data.arguments) if tool else None
+        )
+        if problem:
+            return ToolCallResult(
+                ok=False, output="", elapsed_ms=0.0, error=invalid_arguments(data.tool, problem)
+            )
+        return await timed_tool_call(pool.call(server, data.tool, data.arguments, CallContext()))
 
 
 mcp_server_service = McpServerService()

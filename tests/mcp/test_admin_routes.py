@@ -1,0 +1,88 @@
+"""MCP refresh and the admin call route through HTTP, with the real `mcp-server-time` over stdio."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.main import create_app
+from tests.conftest import ADMIN_TOKEN
+from tests.mcp.servers import TIME_SERVER
+
+
+@pytest.fixture
+async def stdio_client(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+) -> AsyncIterator[httpx.AsyncClient]:
+    allowed = settings.model_copy(update={"mcp_stdio_commands": [TIME_SERVER]})
+    app = create_app(allowed, sessionmaker=sessionmaker)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://quiver.test",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=60,
+        ) as client,
+    ):
+        yield client
+
+
+async def test_refresh_stores_tools_then_call_answers(stdio_client: httpx.AsyncClient) -> None:
+    created = await stdio_client.post(
+        "/api/v1/mcp-servers",
+        json={
+            "name": "time",
+            "transport": "stdio",
+            "command": TIME_SERVER,
+            "env": {"SOME_TOKEN": "env-secret-98765"},
+        },
+    )
+    assert created.status_code == 201, created.text
+    server = created.json()
+    assert server["tools"] == []
+    assert server["env"] == {"SOME_TOKEN": "***"}
+
+    refreshed = await stdio_client.post(f"/api/v1/mcp-servers/{server['id']}/refresh")
+    assert refreshed.status_code == 200, refreshed.text
+    tools = {t["name"]: t for t in refreshed.json()["tools"]}
+    assert "get_current_time" in tools
+    assert tools["get_current_time"]["input_schema"]["type"] == "object"
+    assert refreshed.json()["tools_refreshed_at"] is not None
+
+    call = await stdio_client.post(
+        f"/api/v1/mcp-servers/{server['id']}/call",
+        json={"tool": "get_current_time", "arguments": {"timezone": "UTC"}},
+    )
+    assert call.status_code == 200
+    assert call.json()["ok"] is True, call.json()
+    assert "UTC" in call.json()["output"]
+
+    near_miss = await stdio_client.post(
+        f"/api/v1/mcp-servers/{server['id']}/call",
+        json={"tool": "get_current_tim", "arguments": {}},
+    )
+    assert near_miss.json()["ok"] is False
+    assert "get_current_time" in near_miss.json()["error"]
+
+    bad_args = await stdio_client.post(
+        f"/api/v1/mcp-servers/{server['id']}/call",
+        json={"tool": "get_current_time", "arguments": {"timezone": 5}},
+    )
+    assert bad_args.json()["ok"] is False
+    assert "timezone" in bad_args.json()["error"]
+    assert "env-secret-98765" not in call.text + refreshed.text + created.text
+
+
+async def test_command_off_the_allow_list_is_refused(stdio_client: httpx.AsyncClient) -> None:
+    created = await stdio_client.post(
+        "/api/v1/mcp-servers",
+        json={"name": "sneaky", "transport": "stdio", "command": "/bin/sh", "args": ["-c", "id"]},
+    )
+    refreshed = await stdio_client.post(f"/api/v1/mcp-servers/{created.json()['id']}/refresh")
+    assert refreshed.status_code == 422
+    assert "allow-list" in refreshed.json()["detail"]
