@@ -11,8 +11,9 @@ from functools import lru_cache
 
 _RUN = re.compile(r"[^\W_]+")
 """Unicode letter/digit runs: snake_case, kebab-case, dots and spaces all separate words."""
-_ASCII_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-"""camelCase/PascalCase boundaries inside an ASCII run (`HTTPServer` -> HTTP, Server)."""
+_ASCII_WORD = re.compile(r"(?:[A-Z]+(?![a-z])|[A-Z]?[a-z]+)[0-9]*|[0-9]+")
+"""camelCase/PascalCase boundaries inside an ASCII run (`HTTPServer` -> HTTP, Server); trailing
+digits stay on their word (`s3`, `ec2`, `v2`)."""
 
 _STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before being
@@ -67,8 +68,12 @@ def words(text: str) -> list[str]:
 
 
 def tokenize(text: str) -> list[str]:
-    """Index/query terms: identifier-split, lowercased, stop words dropped, stemmed."""
-    return [stem(w) for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    """Index/query terms: identifier-split, lowercased, stemmed; no stop words, no numbers.
+
+    Numbers in a request are arguments (amounts, ids, dates), not intents; in tool text they are
+    defaults and examples. Dropping them measurably improves ranking on BFCL.
+    """
+    return [stem(w) for w in words(text) if len(w) > 1 and w not in STOPWORDS and not w.isdigit()]
 
 
 _SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (

@@ -46,7 +46,8 @@ def names(scored: list[ScoredTool]) -> list[str]:
 
 def test_tokenizer_splits_identifiers_and_stems_inflections() -> None:
     assert words("getUserProfile") == ["get", "user", "profile"]
-    assert words("HTTPServer_config-v2.list") == ["http", "server", "config", "v", "2", "list"]
+    assert words("HTTPServer_config-v2.list") == ["http", "server", "config", "v2", "list"]
+    assert tokenize("upload 3 files to s3 bucket 2024") == ["upload", "file", "s3", "bucket"]
     assert tokenize("the searches") == ["search"]
     assert {stem("searching"), stem("searched"), stem("searches")} == {"search"}
     assert stem("categories") == "category"
@@ -221,12 +222,12 @@ def _recall_at(tools_file: Path, queries_file: Path, *, n: int, k: int) -> float
 
 
 def test_metatool_recall_at_6_stays_above_floor() -> None:
-    # Measured 0.485 on these 200 queries (0.650 on all 2,062; BM25 baseline ~0.47).
+    # Measured 0.485 on these 200 queries (0.650 on all 2,062).
     base = DATA / "selection" / "metatool"
     assert _recall_at(base / "tools.jsonl", base / "queries.jsonl", n=200, k=6) >= 0.45
 
 
 def test_bfcl_recall_at_6_over_the_pooled_catalog_stays_above_floor() -> None:
-    # Measured 0.710 on these 200 queries ranking all 956 tools (0.721 on all 1,053).
+    # Measured 0.730 on these 200 queries ranking all 956 tools (0.740 on all 1,053).
     base = DATA / "selection" / "bfcl-live-multiple"
-    assert _recall_at(base / "tools.jsonl", base / "queries.jsonl", n=200, k=6) >= 0.67
+    assert _recall_at(base / "tools.jsonl", base / "queries.jsonl", n=200, k=6) >= 0.69
