@@ -24,7 +24,8 @@ _STOPWORD_TEXT = """
     she should so some such than that the their theirs them then there these they this those
     through to too under until up upon us use used uses using very via want wants was way we were
     what when where whether which while who whom whose why will with within without would yes yet
-    you your yours yourself im ive id ill youre dont cant wont tell help know go eg ie
+    you your yours yourself im ive youre dont cant wont tell help know go eg ie don doesn
+    didn isn aren wasn weren couldn shouldn wouldn haven hasn
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 """Function words plus conversational filler ("can you help me ...") that carries no intent."""
