@@ -121,14 +121,16 @@ class ToolPhase:
                 if action == "skip_step":
                     self.skipped[stop.step_id] = stop.reason
                     text += f"\n[{stop.reason}. This step is skipped for the rest of the run.]"
-                else:
+                elif not isinstance(self.outcome, Stopped):  # the first stop of a turn wins
                     self.outcome = Stopped(
                         status="stopped", reason=stop.reason, escalated=action == "escalate"
                     )
             messages.append(ChatMessage.tool(call.id, text, name=call.name))
 
     def _track(self, result: ToolResult, step: str) -> Stop | None:
-        if self.tracker is None:
+        # A skipped step already stopped once: its refusals (and a parallel call that failed
+        # in the same turn) must not count again and re-emit `step_limit_reached`.
+        if self.tracker is None or step in self.skipped:
             return None
         if result.ok:
             self.tracker.record_success(step)

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.conventions.models import Convention
 from app.conventions.recall import recall_conventions, search_conventions
 from app.conventions.repository import ConventionRepository
 from app.tools.base import ToolResult
+
+
+async def _in_language(session: AsyncSession, language: str) -> list[Convention]:
+    """Rows of one language, matched case-insensitively like `recall_conventions` does."""
+    stmt = (
+        select(Convention)
+        .where(func.lower(Convention.language) == language.lower())
+        .order_by(Convention.created_at, Convention.id)
+    )
+    return list((await session.execute(stmt)).scalars().all())
 
 
 class ConventionRecall:
@@ -18,7 +30,10 @@ class ConventionRecall:
     ) -> ToolResult:
         scoped = scope == "conventions" and directory is not None
         async with self._sessionmaker() as session:
-            rows = await ConventionRepository(session).for_language(query if scoped else None)
+            if scoped:
+                rows = await _in_language(session, query)
+            else:
+                rows = await ConventionRepository(session).for_language(None)
         if scoped:
             lines = recall_conventions(rows, language=query, directory=directory, limit=limit)
         else:
