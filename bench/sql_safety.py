@@ -86,17 +86,6 @@ def _rows() -> list[tuple[Any, ...]]:
     ]  # fmt: skip
 
 
-async def _timed(fn: Callable[[], Awaitable[Any]], iterations: int) -> list[float]:
-    for _ in range(20):  # warm caches (statement cache, pool)
-        await fn()
-    samples = []
-    for _ in range(iterations):
-        started = time.perf_counter()
-        await fn()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
-
-
 def _connector(dialect: str, url: str) -> DatabaseConnector:
     return DatabaseConnector(
         id=uuid.uuid4(), name=f"bench_{dialect}", description="", url=url, dialect=dialect,
@@ -192,15 +181,20 @@ async def _compare(
         async def ours_memoised() -> Any:
             return await executor.run_query(connector, QUERY)
 
-        raw: list[float] = []
-        cold: list[float] = []
-        warm: list[float] = []
-        for _ in range(3):  # interleave to share machine noise
-            raw += await _timed(direct, iterations // 3)
-            cold += await _timed(ours, iterations // 3)
-            warm += await _timed(ours_memoised, iterations // 3)
+        for _ in range(20):  # warm caches (statements, pool)
+            await direct()
+            await ours_memoised()
+        samples: dict[str, list[float]] = {"raw": [], "cold": [], "warm": []}
+        calls = {"raw": direct, "cold": ours, "warm": ours_memoised}
+        for i in range(iterations):  # interleaved call by call: all see the same load
+            order = list(calls.items())
+            for name, call in order[i % 3 :] + order[: i % 3]:
+                started = time.perf_counter()
+                await call()
+                samples[name].append((time.perf_counter() - started) * 1000)
     finally:
         await engines.aclose()
+    raw, cold, warm = samples["raw"], samples["cold"], samples["warm"]
     p50_raw, p50_cold, p50_warm = (statistics.median(x) for x in (raw, cold, warm))
     return {
         "direct_p50_ms": p50_raw,

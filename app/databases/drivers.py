@@ -8,16 +8,18 @@ whether the connection can go back to the pool.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiomysql
 import aiosqlite
-import asyncpg  # type: ignore[import-untyped]
-import pymysql  # type: ignore[import-untyped]
+import asyncpg  # type: ignore[import-untyped,unused-ignore]
+import pymysql  # type: ignore[import-untyped,unused-ignore]
 
 from app.databases.readonly import CheckedSql
 
@@ -49,7 +51,14 @@ class DriverTimeout(DriverError):
 
 class Driver(Protocol):
     async def run(
-        self, conn: Any, checked: CheckedSql, *, read_only: bool, cap: int, timeout_s: float
+        self,
+        conn: Any,
+        checked: CheckedSql,
+        *,
+        read_only: bool,
+        cap: int,
+        timeout_s: float,
+        session_timeout_s: float | None = None,
     ) -> RawResult: ...
 
 
@@ -71,7 +80,15 @@ class PostgresDriver:
         read_only: bool,
         cap: int,
         timeout_s: float,
+        session_timeout_s: float | None = None,
     ) -> RawResult:
+        if (
+            read_only
+            and checked.kind != "write"
+            and session_timeout_s == timeout_s
+            and _session_locked_read_only(conn)
+        ):
+            return await self._run_implicit(conn, checked.sql, cap)
         mode = " READ ONLY" if read_only else ""
         # One round trip: transaction, timeout and literal rules the validator assumes.
         await conn.execute(
@@ -92,6 +109,22 @@ class PostgresDriver:
         await conn.execute("ROLLBACK")
         return result
 
+    async def _run_implicit(self, conn: asyncpg.Connection, sql: str, cap: int) -> RawResult:
+        """One round trip: the session was opened with default_transaction_read_only=on,
+        the connector's statement_timeout and standard_conforming_strings=on, so the
+        statement's implicit transaction is already read-only and time-limited."""
+        try:
+            result = await self._read(conn, sql, cap)
+        except asyncpg.PostgresError as exc:
+            reusable = not conn.is_in_transaction() and _session_locked_read_only(conn)
+            if isinstance(exc, asyncpg.QueryCanceledError):
+                raise DriverTimeout(exc, reusable=reusable) from None
+            raise DriverError(exc, reusable=reusable) from None
+        # A function that changed the session defaults (reported by the server through
+        # ParameterStatus) makes this connection unfit for the pool.
+        result.dirty = not _session_locked_read_only(conn)
+        return result
+
     async def _read(self, conn: asyncpg.Connection, sql: str, cap: int) -> RawResult:
         rows = await _fetch_at_most(conn, sql, cap)
         if rows:
@@ -108,6 +141,16 @@ class PostgresDriver:
         affected = int(last) if last.isdigit() else len(rows)
         columns = [a.name for a in stmt.get_attributes()]
         return RawResult(columns=columns, rows=rows, affected=affected)
+
+
+def _session_locked_read_only(conn: asyncpg.Connection) -> bool:
+    """The server-reported session state (PostgreSQL ≥ 14 reports both settings)."""
+    settings = conn.get_settings()
+    return (
+        getattr(settings, "default_transaction_read_only", None) == "on"
+        and getattr(settings, "standard_conforming_strings", None) == "on"
+        and not conn.is_in_transaction()
+    )
 
 
 async def _fetch_at_most(conn: asyncpg.Connection, sql: str, cap: int) -> list[Any]:
@@ -136,6 +179,7 @@ class MySqlDriver:
         read_only: bool,
         cap: int,
         timeout_s: float,
+        session_timeout_s: float | None = None,
     ) -> RawResult:
         cur = await conn.cursor(aiomysql.SSCursor)
         try:
@@ -166,6 +210,33 @@ class MySqlDriver:
         return RawResult(columns=columns, rows=rows)
 
 
+@dataclass(kw_only=True)
+class _SqliteSession:
+    """Per-connection state: SQLite has no server, so the progress handler installed
+    once per connection is the in-engine statement timeout."""
+
+    read_only: bool
+    deadline: float = math.inf
+
+    def past_deadline(self) -> int:
+        return 1 if time.monotonic() > self.deadline else 0
+
+
+_SQLITE_SESSIONS: weakref.WeakKeyDictionary[aiosqlite.Connection, _SqliteSession] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _sqlite_session(conn: aiosqlite.Connection, *, read_only: bool) -> _SqliteSession:
+    session = _SQLITE_SESSIONS.get(conn)
+    if session is None or session.read_only != read_only:
+        session = _SqliteSession(read_only=read_only)
+        await conn.execute(f"PRAGMA query_only = {'ON' if read_only else 'OFF'}")
+        await conn.set_progress_handler(session.past_deadline, _SQLITE_PROGRESS_OPS)
+        _SQLITE_SESSIONS[conn] = session
+    return session
+
+
 class SqliteDriver:
     async def run(
         self,
@@ -175,28 +246,33 @@ class SqliteDriver:
         read_only: bool,
         cap: int,
         timeout_s: float,
+        session_timeout_s: float | None = None,
     ) -> RawResult:
-        deadline = time.monotonic() + timeout_s
-
-        def past_deadline() -> int:
-            return 1 if time.monotonic() > deadline else 0
-
-        # SQLite has no server: the progress handler is the in-engine statement timeout.
-        await conn.set_progress_handler(past_deadline, _SQLITE_PROGRESS_OPS)
+        session = await _sqlite_session(conn, read_only=read_only)
+        session.deadline = time.monotonic() + timeout_s
         try:
-            return await self._run(conn, checked, read_only=read_only, cap=cap)
+            if read_only and checked.kind != "write" and not conn.in_transaction:
+                # query_only is on for this connection (and read-only connectors open the
+                # file with mode=ro): the statement's implicit transaction is read-only.
+                return await self._read(conn, checked.sql, cap)
+            return await self._run_in_transaction(conn, checked, cap=cap)
         except sqlite3.Error as exc:
             reusable = await _quietly(conn.rollback)
             if "interrupted" in str(exc):
                 raise DriverTimeout(exc, reusable=reusable) from None
             raise DriverError(exc, reusable=reusable) from None
         finally:
-            await _quietly(lambda: conn.set_progress_handler(None, 0))  # type: ignore[arg-type]
+            session.deadline = math.inf
 
-    async def _run(
-        self, conn: aiosqlite.Connection, checked: CheckedSql, *, read_only: bool, cap: int
+    async def _read(self, conn: aiosqlite.Connection, sql: str, cap: int) -> RawResult:
+        async with conn.execute(sql) as cur:
+            columns = [str(d[0]) for d in cur.description or ()]
+            rows = list(await cur.fetchmany(cap))
+        return RawResult(columns=columns, rows=rows)
+
+    async def _run_in_transaction(
+        self, conn: aiosqlite.Connection, checked: CheckedSql, *, cap: int
     ) -> RawResult:
-        await conn.execute(f"PRAGMA query_only = {'ON' if read_only else 'OFF'}")
         if not conn.in_transaction:
             await conn.execute("BEGIN")
         async with conn.execute(checked.sql) as cur:

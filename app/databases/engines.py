@@ -1,7 +1,7 @@
 """One pooled async engine per database connector, owned by the app lifespan.
 
-Engines are keyed by connector id and a fingerprint of (URL, read_only), so an update
-that changes either produces a fresh engine and the old pool is disposed. Sessions are
+Engines are keyed by connector id and a fingerprint of (URL, read_only, timeout), so an
+update that changes any of them produces a fresh engine and the old pool is disposed. Sessions are
 hardened at connect time: read-only connectors default every transaction to read-only,
 MySQL connections refuse multi-statement strings, and the string-literal rules the
 validator assumes (standard-conforming strings, backslash escapes) are pinned.
@@ -16,8 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 import aiomysql
-from pymysql.constants import CLIENT, FIELD_TYPE  # type: ignore[import-untyped]
-from pymysql.converters import conversions  # type: ignore[import-untyped]
+from pymysql.constants import CLIENT, FIELD_TYPE  # type: ignore[import-untyped,unused-ignore]
+from pymysql.converters import conversions  # type: ignore[import-untyped,unused-ignore]
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -30,6 +30,8 @@ POOL_SIZE = 5
 MAX_OVERFLOW = 5
 POOL_RECYCLE_S = 600
 CONNECT_TIMEOUT_S = 10.0
+DEFAULT_TIMEOUT_S = 30.0
+MAX_TIMEOUT_S = 300.0
 
 # MySQL: ANSI_QUOTES / NO_BACKSLASH_ESCAPES change how literals tokenize; the validator
 # assumes MySQL's defaults, so remove both from whatever the server configured.
@@ -62,6 +64,7 @@ class EngineCache:
             engine = build_engine(
                 db.url,
                 read_only=db.read_only,
+                statement_timeout_s=session_timeout(db),
                 pool_size=self._pool_size,
                 max_overflow=self._max_overflow,
             )
@@ -90,17 +93,27 @@ class EngineCache:
 
 
 def _fingerprint(db: DatabaseConnector) -> str:
-    raw = f"{db.url}\x00{db.read_only}".encode()
+    raw = f"{db.url}\x00{db.read_only}\x00{session_timeout(db)}".encode()
     return hashlib.sha256(raw).hexdigest()
 
 
+def session_timeout(db: DatabaseConnector) -> float:
+    """The statement timeout sessions of `db` are opened with (seconds)."""
+    return min(float(db.query_timeout_s or DEFAULT_TIMEOUT_S), MAX_TIMEOUT_S)
+
+
 def build_engine(
-    url: str, *, read_only: bool, pool_size: int = POOL_SIZE, max_overflow: int = MAX_OVERFLOW
+    url: str,
+    *,
+    read_only: bool,
+    statement_timeout_s: float = DEFAULT_TIMEOUT_S,
+    pool_size: int = POOL_SIZE,
+    max_overflow: int = MAX_OVERFLOW,
 ) -> AsyncEngine:
     """Create a pooled engine for a connector URL (no connection is opened yet)."""
     dialect = dialect_from_url(url)
     if dialect == "sqlite":
-        return create_async_engine(_sqlite_url(url, read_only=read_only))
+        return create_async_engine(_sqlite_url(url, read_only=read_only), pool_reset_on_return=None)
     pool: dict[str, Any] = {
         "pool_size": pool_size,
         "max_overflow": max_overflow,
@@ -108,10 +121,17 @@ def build_engine(
         # No pre-ping round trip per query: the executor retries a read once on a dropped
         # connection instead.
         "pool_pre_ping": False,
+        # The drivers end every transaction they open (or discard the connection), so the
+        # pool's rollback-on-return would be one more round trip for nothing.
+        "pool_reset_on_return": None,
     }
     parsed = make_url(url)
     if dialect == "postgresql":
-        settings = {"application_name": "quiver"}
+        settings = {
+            "application_name": "quiver",
+            "standard_conforming_strings": "on",
+            "statement_timeout": str(max(1, int(statement_timeout_s * 1000))),
+        }
         if read_only:
             settings["default_transaction_read_only"] = "on"
         engine = create_async_engine(

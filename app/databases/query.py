@@ -12,19 +12,18 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg  # type: ignore[import-untyped,unused-ignore]
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.databases.drivers import DRIVERS, Driver, DriverError, DriverTimeout, RawResult
-from app.databases.engines import EngineCache
+from app.databases.engines import MAX_TIMEOUT_S, EngineCache, session_timeout
 from app.databases.models import DatabaseConnector
-from app.databases.readonly import CheckedSql, SqlSafetyError, check_sql
+from app.databases.readonly import CheckedSql, SqlSafetyError, check_sql, dialect_from_url
 from app.databases.values import clean_driver_message, json_rows
 from app.errors import Invalid, QuiverError, Upstream
 from app.tools.base import CallContext, ToolResult
 
 MAX_ROWS_CEILING = 10_000
-MAX_TIMEOUT_S = 300.0
 CLIENT_GRACE_S = 5.0
 """Client-side backstop beyond the server-side statement timeout."""
 MAX_OUTPUT_CHARS = 16_000
@@ -114,8 +113,10 @@ class DatabaseExecutor:
             )
         except SqlSafetyError as exc:
             raise QueryRefused(str(exc)) from None
+        if _url_dialect(database.url) != database.dialect:
+            raise QueryFailed("the connector's dialect does not match its URL; update the URL")
         limit = min(max_rows or database.max_rows or 1000, MAX_ROWS_CEILING)
-        timeout = min(timeout_s or database.query_timeout_s or 30.0, MAX_TIMEOUT_S)
+        timeout = min(float(timeout_s), MAX_TIMEOUT_S) if timeout_s else session_timeout(database)
         started = time.perf_counter()
         raw = await self._execute(database, checked, max_rows=limit, timeout_s=timeout)
         elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
@@ -141,6 +142,7 @@ class DatabaseExecutor:
                     return await _run_guarded(
                         conn, driver, checked, read_only=database.read_only,
                         cap=max_rows + 1, timeout_s=timeout_s,
+                        session_timeout_s=session_timeout(database),
                     )  # fmt: skip
             except DriverTimeout:
                 raise QueryTimeout(
@@ -148,6 +150,8 @@ class DatabaseExecutor:
                     "narrow it (filters, LIMIT, fewer joins, smaller ranges)"
                 ) from None
             except DriverError as exc:
+                if attempt < attempts and _is_disconnect(exc.original):
+                    continue
                 raise QueryFailed(clean_driver_message(exc, database.url)) from None
             except Exception as exc:
                 # A pooled connection the server dropped: reads are retried once.
@@ -155,6 +159,13 @@ class DatabaseExecutor:
                     continue
                 raise QueryFailed(clean_driver_message(exc, database.url)) from None
         raise AssertionError("unreachable")
+
+
+def _url_dialect(url: str) -> str | None:
+    try:
+        return dialect_from_url(url)
+    except ValueError:
+        return None
 
 
 def _is_disconnect(exc: BaseException) -> bool:
@@ -172,6 +183,7 @@ async def _run_guarded(
     read_only: bool,
     cap: int,
     timeout_s: float,
+    session_timeout_s: float,
 ) -> RawResult:
     """Run on the pooled connection's native driver; discard it if its state is unknown."""
     raw_conn = await conn.get_raw_connection()
@@ -179,8 +191,9 @@ async def _run_guarded(
     try:
         async with asyncio.timeout(timeout_s + CLIENT_GRACE_S):
             result = await driver.run(
-                native, checked, read_only=read_only, cap=cap, timeout_s=timeout_s
-            )
+                native, checked, read_only=read_only, cap=cap, timeout_s=timeout_s,
+                session_timeout_s=session_timeout_s,
+            )  # fmt: skip
     except DriverError as exc:
         if not exc.reusable:
             await conn.invalidate()

@@ -307,10 +307,22 @@ def _check_statement(sql: str, dialect: str, hidden: _HiddenTables, *, read_only
     return "write" if isinstance(root, _WRITE_ROOTS) else "read"
 
 
+_REASONS_BY_CLASS: dict[type, str | None] = {}
+
+
+def _forbidden_reason(cls: type) -> str | None:
+    """Why a node class is refused (memoised per class: one dict hit per node)."""
+    if cls not in _REASONS_BY_CLASS:
+        _REASONS_BY_CLASS[cls] = next(
+            (reason for kind, reason in _FORBIDDEN_NODES if issubclass(cls, kind)), None
+        )
+    return _REASONS_BY_CLASS[cls]
+
+
 def _check_node(node: exp.Expr, hidden: _HiddenTables) -> None:
-    for kind, reason in _FORBIDDEN_NODES:
-        if isinstance(node, kind):
-            raise SqlSafetyError(reason)
+    reason = _forbidden_reason(type(node))
+    if reason is not None:
+        raise SqlSafetyError(reason)
     if isinstance(node, exp.Func):
         for name in _function_names(node):
             if name in _FORBIDDEN_FUNCTIONS or name.startswith(_FORBIDDEN_FUNCTION_PREFIXES):

@@ -14,7 +14,9 @@ from urllib.parse import unquote
 
 from sqlalchemy.engine import make_url
 
-_PLAIN: frozenset[type] = frozenset({str, int, bool, type(None)})
+_NONE = type(None)
+_PLAIN: frozenset[type] = frozenset({str, int, bool, _NONE})
+_NUMBERS: frozenset[type] = frozenset({float, int, bool, _NONE})
 _FLOAT_DIGITS = 15
 _MAX_MESSAGE_CHARS = 600
 _URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
@@ -25,23 +27,39 @@ _PASSWORD_RE = re.compile(r"(password|passwd|pwd)\s*[=:]\s*\S+", re.IGNORECASE)
 def json_rows(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
     """Rows as lists of JSON-serialisable values.
 
-    Works column by column: most columns hold only plain values (the engines decode
-    numbers, dates and UUIDs as text at the driver), so they are checked, not rebuilt.
+    Works on columns (transposed in C): the engines decode numbers, dates and UUIDs as
+    text at the driver, so most columns are only type-checked, never rebuilt.
     """
-    out = [list(row) for row in rows]
-    if not out:
-        return out
-    for i in range(len(out[0])):
-        kinds = {type(row[i]) for row in out} - _PLAIN
-        if not kinds:
-            continue
-        if kinds == {float} and all(math.isfinite(row[i]) for row in out if type(row[i]) is float):
-            continue
-        for row in out:
-            value = row[i]
-            if type(value) not in _PLAIN:
-                row[i] = json_value(value)
-    return out
+    materialised = list(rows)
+    if not materialised:
+        return []
+    columns: list[Sequence[Any]] = list(zip(*materialised, strict=True))
+    changed = False
+    for i, column in enumerate(columns):
+        fixed = _json_column(column)
+        if fixed is not None:
+            columns[i] = fixed
+            changed = True
+    if not changed:
+        return list(map(list, materialised))
+    return list(map(list, zip(*columns, strict=True)))
+
+
+def _json_column(column: Sequence[Any]) -> list[Any] | None:
+    """The column made JSON-safe, or None when it already is."""
+    kinds = set(map(type, column))
+    if kinds <= _PLAIN:
+        return None
+    if kinds <= _NUMBERS:
+        values = [v for v in column if v is not None] if _NONE in kinds else column
+        try:
+            # NaN and ±inf propagate through a sum; a finite total means every value is.
+            if math.isfinite(sum(values, 0.0)):
+                return None
+        except OverflowError:
+            pass
+    plain = _PLAIN
+    return [v if type(v) in plain else json_value(v) for v in column]
 
 
 def number_from_text(text: str) -> int | float | str:

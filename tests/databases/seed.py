@@ -41,6 +41,8 @@ _PG_EXTRA = [
     "CREATE SEQUENCE order_seq",
     "CREATE FUNCTION evil_write() RETURNS integer LANGUAGE plpgsql AS $$ BEGIN "
     "INSERT INTO audit_log VALUES (999, 'pwned'); RETURN 1; END $$",
+    "CREATE FUNCTION reopen_writes() RETURNS text LANGUAGE sql AS $$ "
+    "SELECT set_config('default_transaction_read_only', 'off', false) $$",
     "CREATE FUNCTION slow_value(s double precision) RETURNS integer LANGUAGE plpgsql AS $$ "
     "BEGIN PERFORM count(*) FROM generate_series(1, 100000000); RETURN 1; END $$",
 ]

@@ -110,6 +110,33 @@ async def test_user_defined_function_that_writes_is_stopped_by_the_read_only_tra
     assert await snapshot(seeded[dialect]) == before
 
 
+async def test_explicit_read_only_transaction_path_also_stops_writing_functions(
+    db_executor: DatabaseExecutor, connectors: dict[str, DatabaseConnector]
+) -> None:
+    # A per-call timeout differs from the session's, so BEGIN READ ONLY + SET LOCAL is used.
+    with pytest.raises(QueryFailed, match="read-only transaction"):
+        await db_executor.run_query(connectors["postgresql"], "SELECT evil_write()", timeout_s=3)
+
+
+async def test_a_function_that_reopens_writes_gets_its_connection_discarded(
+    db_executor: DatabaseExecutor,
+    seeded: dict[str, SeededDb],
+    snapshot: Callable[[SeededDb], Any],
+) -> None:
+    conn = make_connector(seeded["postgresql"])
+    before = await snapshot(seeded["postgresql"])
+    flipped = await db_executor.run_query(conn, "SELECT reopen_writes() AS v")
+    assert flipped.rows == [["off"]]
+    for _ in range(12):  # more than the pool holds: every connection is read-only again
+        setting = await db_executor.run_query(
+            conn, "SELECT current_setting('default_transaction_read_only') AS v"
+        )
+        assert setting.rows == [["on"]]
+        refused = await db_executor.query(conn, "SELECT evil_write()", CTX)
+        assert "read-only transaction" in (refused.error or "")
+    assert await snapshot(seeded["postgresql"]) == before
+
+
 @pytest.mark.parametrize(
     ("dialect", "sql"),
     [
@@ -270,3 +297,44 @@ async def test_query_and_engine_are_reused_across_calls(
     for _ in range(3):
         await db_executor.run_query(connectors["postgresql"], "SELECT 1")
     assert await engine_cache.get(connectors["postgresql"]) is engine
+
+
+async def test_a_connection_dropped_by_the_server_is_replaced_for_reads(
+    db_executor: DatabaseExecutor, seeded: dict[str, SeededDb]
+) -> None:
+    import aiomysql
+    import asyncpg
+
+    pg = make_connector(seeded["postgresql"])
+    my = make_connector(seeded["mysql"])
+    for conn in (pg, my):
+        assert (await db_executor.run_query(conn, "SELECT 1 AS one")).rows == [[1]]
+    admin = await asyncpg.connect(seeded["postgresql"].url)
+    try:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'quiver' AND datname = current_database()"
+        )
+    finally:
+        await admin.close()
+    killer = await aiomysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
+    try:
+        async with killer.cursor() as cur:
+            await cur.execute(
+                "SELECT id FROM information_schema.processlist WHERE db = %s AND id <> "
+                "CONNECTION_ID()", (seeded["mysql"].name,)
+            )  # fmt: skip
+            for (pid,) in await cur.fetchall():
+                await cur.execute(f"KILL {int(pid)}")
+    finally:
+        killer.close()
+    for conn in (pg, my):
+        assert (await db_executor.run_query(conn, "SELECT 2 AS two")).rows == [[2]]
+
+
+async def test_a_connector_whose_dialect_disagrees_with_its_url_fails_cleanly(
+    db_executor: DatabaseExecutor, seeded: dict[str, SeededDb]
+) -> None:
+    wrong = make_connector(seeded["postgresql"], dialect="sqlite")
+    result = await db_executor.query(wrong, "SELECT 1", CTX)
+    assert (result.error or "").startswith("[Database Error] the connector's dialect")

@@ -88,3 +88,15 @@ def test_model_output_clips_giant_cells() -> None:
     cell = body["rows"][0][1]
     assert len(cell) < 1100
     assert cell.endswith("[+49000 chars]")
+
+
+def test_json_rows_checks_float_columns_for_nan_and_infinity() -> None:
+    rows = [(1.5, 1.0, None), (float("nan"), None, 2.0), (2.5, float("-inf"), 3)]
+    assert json_rows(rows) == [[1.5, 1.0, None], ["nan", None, 2.0], [2.5, "-inf", 3]]
+    json.dumps(json_rows(rows), allow_nan=False)
+
+
+def test_json_rows_handles_mixed_type_columns() -> None:
+    rows = [("a", 1e308), (b"\x01", 1e308), (Decimal("2.5"), 1)]
+    assert json_rows(rows) == [["a", 1e308], ["\\x01", 1e308], [2.5, 1]]
+    assert json_rows([]) == []
