@@ -88,6 +88,7 @@ _FORBIDDEN_NODES: tuple[tuple[type[exp.Expr], str], ...] = (
     (exp.Placeholder, "bind parameters are not supported; inline the values"),
     (exp.Parameter, "bind parameters and variables are not supported; inline the values"),
     (exp.PropertyEQ, "variable assignment (:=) is not allowed"),
+    (exp.Hint, "optimizer hints are not allowed"),
 )
 
 # Functions with side effects, file/network access, sleeps, or that run SQL from a string
@@ -127,6 +128,8 @@ _FORBIDDEN_TABLES = frozenset(
         "pg_statistic_ext_data", "pg_largeobject", "pg_authid", "pg_shadow",
         "pg_user_mappings", "pg_user_mapping", "pg_hba_file_rules", "pg_ident_file_mappings",
         "pg_file_settings", "sqlite_stat4", "sqlite_stat3",
+        # Other sessions' SQL text (which may carry literals and secrets).
+        "pg_stat_activity", "pg_stat_statements", "pg_stat_statements_info", "processlist",
     }
 )  # fmt: skip
 _FORBIDDEN_SCHEMAS = {"mysql": frozenset({"mysql", "performance_schema", "sys"})}
@@ -260,6 +263,9 @@ def _check_text(sql: str, dialect: str) -> None:
             raise SqlSafetyError(f"control or invisible character U+{ord(ch):04X} is not allowed")
     if dialect == "mysql" and re.search(r"/\*M?!", sql):
         raise SqlSafetyError("MySQL executable comments (/*! … */) are not allowed")
+    if dialect != "sqlite" and "/*+" in sql:
+        # MySQL MAX_EXECUTION_TIME/SET_VAR and pg_hint_plan Set(...) would override limits.
+        raise SqlSafetyError("optimizer hints (/*+ … */) are not allowed")
     if dialect == "postgresql" and re.search(r"U&\s*['\"]", sql, re.IGNORECASE):
         raise SqlSafetyError("Unicode-escape literals (U&'…') are not allowed")
 
