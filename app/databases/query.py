@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped,unused-ignore]
@@ -65,7 +65,13 @@ class QueryResult:
     elapsed_ms: float
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "columns": self.columns,
+            "rows": self.rows,
+            "row_count": self.row_count,
+            "truncated": self.truncated,
+            "elapsed_ms": self.elapsed_ms,
+        }
 
 
 def hidden_tables(database: DatabaseConnector) -> list[str]:
@@ -213,6 +219,11 @@ def render_for_model(result: QueryResult, *, max_chars: int = MAX_OUTPUT_CHARS) 
     """Compact JSON of the result; rows are dropped from the end to fit `max_chars`."""
     rows = [[_clip(v) for v in row] for row in result.rows]
     body = {**result.to_dict(), "rows": rows}
+    if result.truncated:
+        body["note"] = (
+            f"stopped at {result.row_count} rows (the connector's max_rows); aggregate, "
+            "filter or add LIMIT/OFFSET"
+        )
     text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=str)
     if len(text) <= max_chars:
         return text

@@ -100,3 +100,11 @@ def test_json_rows_handles_mixed_type_columns() -> None:
     rows = [("a", 1e308), (b"\x01", 1e308), (Decimal("2.5"), 1)]
     assert json_rows(rows) == [["a", 1e308], ["\\x01", 1e308], [2.5, 1]]
     assert json_rows([]) == []
+
+
+def test_model_output_explains_a_row_cap() -> None:
+    capped = QueryResult(columns=["n"], rows=[[1], [2]], row_count=2, truncated=True,
+                         elapsed_ms=1.0)  # fmt: skip
+    body = json.loads(render_for_model(capped))
+    assert body["truncated"] is True
+    assert body["note"].startswith("stopped at 2 rows")
