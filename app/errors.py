@@ -66,7 +66,8 @@ def _format_validation(errors: list[Any]) -> str:
         if loc and loc[0] in _LOCATIONS:  # only the leading request part, not a field "path"
             loc = loc[1:]
         where = ".".join(loc) or "body"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
 

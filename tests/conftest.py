@@ -38,6 +38,16 @@ async def settings(data_dir: Path) -> AsyncIterator[Settings]:
 
 
 @pytest.fixture(scope="session")
+async def committing_settings(data_dir: Path) -> AsyncIterator[Settings]:
+    """A second throwaway database for apps that commit (live servers, background writers),
+    so their rows never show up in the rolled-back tests' counts."""
+    async with migrated_postgres(
+        {"secret_keys": [SECRET_KEY], "admin_token": ADMIN_TOKEN, "data_dir": data_dir}
+    ) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
 async def engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
     eng = create_engine(settings)
     yield eng

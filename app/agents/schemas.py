@@ -24,6 +24,7 @@ def _check_config(value: dict[str, Any] | None) -> dict[str, Any] | None:
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"])
             msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = msg.removeprefix("Value error, ")
             problems.append(f"{where}: {msg}")
         raise ValueError("; ".join(problems)) from None
     return value

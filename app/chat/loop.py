@@ -138,13 +138,13 @@ class ReactRun:
             yield result.system_message
 
     async def _model_turn(
-        self, toolset: AssembledToolset, messages: list[ChatMessage]
+        self, tools: list[dict[str, Any]], messages: list[ChatMessage]
     ) -> AsyncIterator[ModelDelta | Completion]:
         """Stream one model call, coalescing deltas into readable chunks."""
         cfg = self.inp.agent.model_config_json or {}
         stream = self.deps.llm.stream_chat(
             messages,
-            tools=toolset.openai_tools() or None,
+            tools=tools or None,
             model=self.inp.agent.model,
             temperature=cfg.get("temperature"),
         )
@@ -232,7 +232,8 @@ class ReactRun:
     ) -> AsyncIterator[RunEvent]:
         for iteration in range(1, toolset.config.max_iterations + 1):
             self.iterations = iteration
-            compaction = compact(messages, toolset.openai_tools(), budget=self._budget())
+            tools = phase.offered(toolset.openai_tools())
+            compaction = compact(messages, tools, budget=self._budget())
             if compaction is not None and compaction.cleared:
                 yield ContextCompacted(
                     before_tokens=compaction.before_tokens,
@@ -240,7 +241,7 @@ class ReactRun:
                     cleared=compaction.cleared,
                 )
             completion: Completion | None = None
-            async for item in self._model_turn(toolset, messages):
+            async for item in self._model_turn(tools, messages):
                 if isinstance(item, Completion):
                     completion = item
                 else:

@@ -17,9 +17,11 @@ from tests.fixtures.scripted_llm import ScriptedLLM
 
 
 @pytest.fixture(scope="module")
-async def live_url(settings: Settings, scripted_llm_session: ScriptedLLM) -> AsyncIterator[str]:
+async def live_url(
+    committing_settings: Settings, scripted_llm_session: ScriptedLLM
+) -> AsyncIterator[str]:
     """A live Quiver for the module (committing to the session's test database)."""
-    live_settings = settings.model_copy(
+    live_settings = committing_settings.model_copy(
         update={
             "llm_base_url": scripted_llm_session.base_url,
             "llm_max_retries": 2,

@@ -114,8 +114,10 @@ async def test_llm_500_then_success_is_retried(
     assert len(scripted_llm.requests) == 2
 
 
-async def test_llm_down_ends_in_run_failed(settings: Settings, scripted_llm: ScriptedLLM) -> None:
-    dead = settings.model_copy(
+async def test_llm_down_ends_in_run_failed(
+    committing_settings: Settings, scripted_llm: ScriptedLLM
+) -> None:
+    dead = committing_settings.model_copy(
         update={"llm_base_url": "http://127.0.0.1:9/v1", "llm_max_retries": 1}
     )
     async with (
@@ -131,8 +133,8 @@ async def test_llm_down_ends_in_run_failed(settings: Settings, scripted_llm: Scr
     assert "Traceback" not in events[-1].data["error"]["message"]
 
 
-async def test_no_llm_configured_is_a_clear_503(settings: Settings) -> None:
-    bare = settings.model_copy(update={"llm_base_url": ""})
+async def test_no_llm_configured_is_a_clear_503(committing_settings: Settings) -> None:
+    bare = committing_settings.model_copy(update={"llm_base_url": ""})
     async with (
         serve_app(create_app(bare)) as base,
         httpx.AsyncClient(

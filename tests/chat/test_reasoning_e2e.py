@@ -77,9 +77,11 @@ async def upstream() -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="module")
-async def live_url(settings: Settings, scripted_llm_session: ScriptedLLM) -> AsyncIterator[str]:
+async def live_url(
+    committing_settings: Settings, scripted_llm_session: ScriptedLLM
+) -> AsyncIterator[str]:
     """This module's live Quiver: like the shared one, plus egress to loopback (the upstream)."""
-    live_settings = settings.model_copy(
+    live_settings = committing_settings.model_copy(
         update={
             "llm_base_url": scripted_llm_session.base_url,
             "llm_max_retries": 2,
@@ -315,6 +317,29 @@ async def test_unreachable_connector_action_is_skipped_through_the_meta_tool(
     )
     assert results["d"]["ok"] is True  # another step of the same connector still runs
     assert events[-1].data["status"] == "completed"
+
+
+async def test_skipped_legacy_tool_is_withdrawn_from_the_tool_list(
+    live: httpx.AsyncClient, scripted_llm: ScriptedLLM, create_agent: CreateAgent
+) -> None:
+    connector = await make_connector(
+        live, "http://127.0.0.1:9", [action("ping", "Ping it."), action("pong", "Pong it.")]
+    )
+    ping = f"{connector['name']}__ping"
+    agent = await create_agent(
+        connector_ids=[connector["id"]],
+        model_config_json={"connector_tool_mode": "legacy", "step_iteration": {}},
+    )
+    scripted_llm.script(
+        Turn(tool_calls=[("p1", ping, {})]),
+        Turn(tool_calls=[("p2", ping, {})]),
+        Turn(text="down"),
+    )
+    events = await chat(live, agent["id"], "ping")
+    assert of_kind(events, "step_limit_reached")[0]["action"] == "skip_step"
+    assert ping in tool_names(scripted_llm.requests[1])
+    assert ping not in tool_names(scripted_llm.requests[2])
+    assert f"{connector['name']}__pong" in tool_names(scripted_llm.requests[2])
 
 
 async def test_parallel_failures_of_one_step_stop_it_once(
@@ -703,11 +728,11 @@ async def test_invalid_custom_pattern_regex_is_a_422_naming_the_key(
     assert created.status_code == 422
     detail = created.json()["detail"]
     assert detail.startswith("model_config_json: ")
-    assert f"{key}: Value error, invalid regular expression: missing )" in detail
+    assert f"{key}: invalid regular expression: missing )" in detail
     agent = await create_agent()
     patched = await live.patch(f"/api/v1/agents/{agent['id']}", json={"model_config_json": bad})
     assert patched.status_code == 422
-    assert f"{key}: Value error, invalid regular expression" in patched.json()["detail"]
+    assert f"{key}: invalid regular expression" in patched.json()["detail"]
     # the agent is unchanged and a valid pattern is accepted
     good = {"pre_hydration": {"custom_patterns": [{"ref_type": "jira", "pattern": "JIRA-(\\d+)"}]}}
     patched = await live.patch(f"/api/v1/agents/{agent['id']}", json={"model_config_json": good})

@@ -23,9 +23,9 @@ def unique(prefix: str) -> str:
 
 
 @pytest.fixture
-async def loopback_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def loopback_client(committing_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """Its own engine (committing): the audit sink writes concurrently with requests."""
-    open_settings = settings.model_copy(update={"egress_allow_cidrs": ["127.0.0.0/8"]})
+    open_settings = committing_settings.model_copy(update={"egress_allow_cidrs": ["127.0.0.0/8"]})
     app = create_app(open_settings)
     async with (
         app.router.lifespan_context(app),
