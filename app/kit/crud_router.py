@@ -76,8 +76,11 @@ def add_crud_routes(
         return read.model_validate(await service.get(session, id))
 
     async def update_item(
-        id: uuid.UUID, body: update, session: SessionDep, runtime: RuntimeDep
-    ) -> Any:  # type: ignore[valid-type]
+        id: uuid.UUID,
+        body: update,  # type: ignore[valid-type]
+        session: SessionDep,
+        runtime: RuntimeDep,
+    ) -> Any:
         item = read.model_validate(await service.update(session, id, body))
         if after_change is not None:
             await after_change(runtime, id)

@@ -151,63 +151,66 @@ async def test_duplicate_names_are_409(client: httpx.AsyncClient) -> None:
     await check_duplicates(client, PATH, agent)
 
 
-@pytest.mark.parametrize(
-    ("extra", "field"),
-    [
-        ({"name": None}, "name"),
-        ({"name": 7}, "name"),
-        ({"description": "d" * 2001}, "description"),
-        ({"instructions": "i" * 200_001}, "instructions"),
-        ({"model": ""}, "model"),
-        ({"model": "m" * 129}, "model"),
-        ({"tool_categories": ["telepathy"]}, "tool_categories"),
-        ({"tool_categories": "skill"}, "tool_categories"),
-        ({"connector_ids": ["not-a-uuid"]}, "connector_ids"),
-        ({"skill_ids": "abc"}, "skill_ids"),
-        ({"model_config_json": []}, "model_config_json"),
-        ({"model_config_json": {"bogus_key": 1}}, "bogus_key"),
-        ({"model_config_json": {"max_iterations": 0}}, "max_iterations"),
-        ({"model_config_json": {"max_iterations": "many"}}, "max_iterations"),
-        ({"model_config_json": {"skill_tool_mode": "legacy"}}, "skill_tool_mode"),
-        ({"model_config_json": {"tool_profile": {"nope": 1}}}, "tool_profile.nope"),
-        (
-            {"model_config_json": {"step_iteration": {"similarity_threshold": 2}}},
-            "step_iteration.similarity_threshold",
-        ),
-        (
-            {
-                "model_config_json": {
-                    "pre_hydration": {"custom_patterns": [{"ref_type": "t", "pattern": "(["}]}
-                }
-            },
-            "pre_hydration.custom_patterns.0.pattern",
-        ),
-        ({"unexpected": True}, "unexpected"),
-    ],
-)
+BAD_INPUT: list[tuple[dict[str, Any], str]] = [
+    ({"name": None}, "name"),
+    ({"name": 7}, "name"),
+    ({"description": "d" * 2001}, "description"),
+    ({"instructions": "i" * 200_001}, "instructions"),
+    ({"model": ""}, "model"),
+    ({"model": "m" * 129}, "model"),
+    ({"tool_categories": ["telepathy"]}, "tool_categories"),
+    ({"tool_categories": "skill"}, "tool_categories"),
+    ({"connector_ids": ["not-a-uuid"]}, "connector_ids"),
+    ({"skill_ids": "abc"}, "skill_ids"),
+    ({"model_config_json": []}, "model_config_json"),
+    ({"model_config_json": {"bogus_key": 1}}, "bogus_key"),
+    ({"model_config_json": {"max_iterations": 0}}, "max_iterations"),
+    ({"model_config_json": {"max_iterations": "many"}}, "max_iterations"),
+    ({"model_config_json": {"skill_tool_mode": "legacy"}}, "skill_tool_mode"),
+    ({"model_config_json": {"tool_profile": {"nope": 1}}}, "tool_profile.nope"),
+    (
+        {"model_config_json": {"step_iteration": {"similarity_threshold": 2}}},
+        "step_iteration.similarity_threshold",
+    ),
+    (
+        {
+            "model_config_json": {
+                "pre_hydration": {"custom_patterns": [{"ref_type": "t", "pattern": "(["}]}
+            }
+        },
+        "pre_hydration.custom_patterns.0.pattern",
+    ),
+    ({"unexpected": True}, "unexpected"),
+]
+"""(body, field the 422 must name)"""
+
+
 async def test_bad_input_is_422_and_writes_nothing(
-    client: httpx.AsyncClient, extra: dict[str, Any], field: str
+    client: httpx.AsyncClient, subtests: pytest.Subtests
 ) -> None:
-    await check_rejected(client, PATH, agent(**extra), mentions=[field])
+    for extra, field in BAD_INPUT:
+        with subtests.test(field=field, extra=str(extra)[:80]):
+            await check_rejected(client, PATH, agent(**extra), mentions=[field])
 
 
 async def test_missing_name_is_422(client: httpx.AsyncClient) -> None:
     await check_rejected(client, PATH, {"description": "no name"}, mentions=["name"])
 
 
-@pytest.mark.parametrize("field", LINK_FIELDS)
 async def test_unknown_link_ids_are_422_naming_the_field(
-    client: httpx.AsyncClient, field: str
+    client: httpx.AsyncClient, subtests: pytest.Subtests
 ) -> None:
     links = await make_resources(client)
     ghost = str(uuid.uuid4())
-    await check_rejected(
-        client, PATH, agent(**{field: [links[field], ghost]}), mentions=[field, ghost]
-    )
-    created = await create(client, PATH, agent(**{field: [links[field]]}))
-    await check_patch_rejected(
-        client, f"{PATH}/{created['id']}", {field: [ghost]}, mentions=[field, ghost]
-    )
+    for field in LINK_FIELDS:
+        with subtests.test(field=field):
+            await check_rejected(
+                client, PATH, agent(**{field: [links[field], ghost]}), mentions=[field, ghost]
+            )
+            created = await create(client, PATH, agent(f"with_{field}", **{field: [links[field]]}))
+            await check_patch_rejected(
+                client, f"{PATH}/{created['id']}", {field: [ghost]}, mentions=[field, ghost]
+            )
 
 
 async def test_invalid_config_on_patch_is_422_and_changes_nothing(

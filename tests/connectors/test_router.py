@@ -142,48 +142,50 @@ async def test_duplicate_names_are_409(client: httpx.AsyncClient) -> None:
     await check_duplicates(client, PATH, connector)
 
 
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({"name": "x"}, "base_url"),
-        (connector(base_url="ftp://files.test"), "base_url"),
-        (connector(base_url="https://" + "a" * 2048), "base_url"),
-        (connector(description="d" * 2001), "description"),
-        (connector(auth_type="oauth"), "auth_type"),
-        (connector(auth_config={"header_name": "bad header"}), "header_name"),
-        (connector(auth_config={"unknown": "x"}), "unknown"),
-        (connector(auth_type="bearer", credentials={}), "token"),
-        (connector(auth_type="bearer", credentials={"token": "t", "extra": "x"}), "extra"),
-        (connector(auth_type="bearer", credentials={"token": 5}), "credentials"),
-        (connector(timeout_s=0), "timeout_s"),
-        (connector(timeout_s=301), "timeout_s"),
-        (connector(actions=[GET_ISSUE, GET_ISSUE]), "duplicate action names"),
-        (connector(actions=[{**GET_ISSUE, "parameters": {}}]), "{repo}"),
-        (connector(actions=[{**GET_ISSUE, "name": "Bad-Name"}]), "name"),
-        (connector(actions=[{**GET_ISSUE, "method": "FETCH"}]), "method"),
-        (connector(actions=[{**GET_ISSUE, "path": "no-slash"}]), "path"),
-        (connector(actions=[{**GET_ISSUE, "parameters": {"type": "array"}}]), "parameters"),
-        (
-            connector(
-                actions=[
-                    {
-                        "name": "a",
-                        "parameters": {
-                            "type": "object",
-                            "properties": {"q": {"type": "string", "x-location": "cookie"}},
-                        },
-                    }
-                ]
-            ),
-            "x-location",
+BAD_INPUT: list[tuple[dict[str, Any], str]] = [
+    ({"name": "x"}, "base_url"),
+    (connector(base_url="ftp://files.test"), "base_url"),
+    (connector(base_url="https://" + "a" * 2048), "base_url"),
+    (connector(description="d" * 2001), "description"),
+    (connector(auth_type="oauth"), "auth_type"),
+    (connector(auth_config={"header_name": "bad header"}), "header_name"),
+    (connector(auth_config={"unknown": "x"}), "unknown"),
+    (connector(auth_type="bearer", credentials={}), "token"),
+    (connector(auth_type="bearer", credentials={"token": "t", "extra": "x"}), "extra"),
+    (connector(auth_type="bearer", credentials={"token": 5}), "credentials"),
+    (connector(timeout_s=0), "timeout_s"),
+    (connector(timeout_s=301), "timeout_s"),
+    (connector(actions=[GET_ISSUE, GET_ISSUE]), "duplicate action names"),
+    (connector(actions=[{**GET_ISSUE, "parameters": {}}]), "{repo}"),
+    (connector(actions=[{**GET_ISSUE, "name": "Bad-Name"}]), "name"),
+    (connector(actions=[{**GET_ISSUE, "method": "FETCH"}]), "method"),
+    (connector(actions=[{**GET_ISSUE, "path": "no-slash"}]), "path"),
+    (connector(actions=[{**GET_ISSUE, "parameters": {"type": "array"}}]), "parameters"),
+    (
+        connector(
+            actions=[
+                {
+                    "name": "a",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"q": {"type": "string", "x-location": "cookie"}},
+                    },
+                }
+            ]
         ),
-        (connector(actions=[{"name": "a", "parameters": {"type": 12}}]), "JSON Schema"),
-    ],
-)
+        "x-location",
+    ),
+    (connector(actions=[{"name": "a", "parameters": {"type": 12}}]), "JSON Schema"),
+]
+"""(body, field the 422 must name)"""
+
+
 async def test_bad_input_is_422_and_writes_nothing(
-    client: httpx.AsyncClient, body: dict[str, Any], field: str
+    client: httpx.AsyncClient, subtests: pytest.Subtests
 ) -> None:
-    await check_rejected(client, PATH, body, mentions=[field])
+    for body, field in BAD_INPUT:
+        with subtests.test(field=field, body=str(body)[:80]):
+            await check_rejected(client, PATH, body, mentions=[field])
 
 
 # --- actions sub-resource ---

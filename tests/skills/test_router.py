@@ -94,22 +94,24 @@ async def test_duplicate_names_are_409(client: httpx.AsyncClient) -> None:
     await check_duplicates(client, PATH, skill)
 
 
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({}, "name"),
-        ({"name": 42}, "name"),
-        ({"name": "ok", "description": ["x"]}, "description"),
-        ({"name": "ok", "description": "d" * 2001}, "description"),
-        ({"name": "ok", "content": "c" * 200_001}, "content"),
-        ({"name": "ok", "script_type": "Not Valid"}, "script_type"),
-        ({"name": "ok", "surprise": 1}, "surprise"),
-    ],
-)
+BAD_INPUT: list[tuple[dict[str, Any], str]] = [
+    ({}, "name"),
+    ({"name": 42}, "name"),
+    ({"name": "ok", "description": ["x"]}, "description"),
+    ({"name": "ok", "description": "d" * 2001}, "description"),
+    ({"name": "ok", "content": "c" * 200_001}, "content"),
+    ({"name": "ok", "script_type": "Not Valid"}, "script_type"),
+    ({"name": "ok", "surprise": 1}, "surprise"),
+]
+"""(body, field the 422 must name)"""
+
+
 async def test_bad_input_is_422_and_writes_nothing(
-    client: httpx.AsyncClient, body: dict[str, Any], field: str
+    client: httpx.AsyncClient, subtests: pytest.Subtests
 ) -> None:
-    await check_rejected(client, PATH, body, mentions=[field])
+    for body, field in BAD_INPUT:
+        with subtests.test(field=field, body=str(body)[:80]):
+            await check_rejected(client, PATH, body, mentions=[field])
 
 
 async def test_non_object_body_is_422(client: httpx.AsyncClient) -> None:
@@ -143,26 +145,30 @@ async def test_import_duplicate_name_is_409(client: httpx.AsyncClient) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("document", "mentions"),
-    [
-        ("# No front matter\nJust a body.", ["front matter"]),
-        ("---\nname: [unclosed\ndescription: d\n---\nbody", ["YAML"]),
-        ("---\ndescription: only a description\n---\nbody", ["name"]),
-        ("---\nname: x\n---\nbody", ["description"]),
-        ("---\n- a\n- b\n---\nbody", ["mapping"]),
-        ("---\nname: Bad-Name\ndescription: d\n---\nbody", ["name"]),
-        ("---\nname: 12\ndescription: d\n---\nbody", ["name"]),
-    ],
-    ids=["no-front-matter", "bad-yaml", "no-name", "no-description", "list", "bad-slug", "int"],
-)
+BAD_DOCUMENTS: list[tuple[str, str, list[str]]] = [
+    ("no-front-matter", "# No front matter\nJust a body.", ["front matter"]),
+    ("bad-yaml", "---\nname: [unclosed\ndescription: d\n---\nbody", ["YAML"]),
+    ("no-name", "---\ndescription: only a description\n---\nbody", ["name"]),
+    ("no-description", "---\nname: x\n---\nbody", ["description"]),
+    ("list", "---\n- a\n- b\n---\nbody", ["mapping"]),
+    ("bad-slug", "---\nname: Bad-Name\ndescription: d\n---\nbody", ["name"]),
+    ("int-name", "---\nname: 12\ndescription: d\n---\nbody", ["name"]),
+    ("unclosed", "---\nname: x\ndescription: d\nbody without a closing line", ["front matter"]),
+]
+
+
 async def test_import_rejects_bad_documents(
-    client: httpx.AsyncClient, document: str, mentions: list[str]
+    client: httpx.AsyncClient, subtests: pytest.Subtests
 ) -> None:
-    error = await check_rejected(
-        client, IMPORT, {"document": document}, mentions=["document", *mentions], list_path=PATH
-    )
-    assert error["error"] == "Invalid"
+    for case, document, mentions in BAD_DOCUMENTS:
+        with subtests.test(case=case):
+            await check_rejected(
+                client,
+                IMPORT,
+                {"document": document},
+                mentions=["document", *mentions],
+                list_path=PATH,
+            )
 
 
 async def test_import_needs_a_document(client: httpx.AsyncClient) -> None:
