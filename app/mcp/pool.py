@@ -256,7 +256,7 @@ class McpPool:
         except TimeoutError:
             return _timeout(spec, tool)
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
+            if _session_lost(exc):
                 return _Broken(describe_error(exc, spec))
             if exc.code == types.REQUEST_TIMEOUT:
                 return _timeout(spec, tool)
@@ -351,3 +351,14 @@ def _timeout(spec: ServerSpec, tool: str) -> ToolResult:
         f"MCP tool {tool!r} on {spec.name!r} timed out after {spec.call_timeout_s:g}s",
         retryable=True,
     )
+
+
+def _session_lost(exc: MCPError) -> bool:
+    """The transport closed, or the server no longer knows the session (restart, idle expiry).
+
+    Streamable HTTP reports an unknown `Mcp-Session-Id` as a 404, which the SDK (or the server's
+    JSON-RPC body) surfaces as INVALID_REQUEST "Session not found" / "Session terminated".
+    """
+    if exc.code == types.CONNECTION_CLOSED:
+        return True
+    return exc.code == types.INVALID_REQUEST and "session" in exc.message.lower()
