@@ -65,8 +65,12 @@ def _format_validation(errors: list[Any]) -> str:
         loc = [str(p) for p in err.get("loc", ())]
         if loc and loc[0] in _LOCATIONS:  # only the leading request part, not a field "path"
             loc = loc[1:]
+        if err.get("type") == "json_invalid":  # loc holds a character offset, not a field
+            loc = []
         where = ".".join(loc) or "body"
         message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if err.get("type") == "json_invalid" and err.get("ctx", {}).get("error"):
+            message = f"{message}: {err['ctx']['error']}"
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
 

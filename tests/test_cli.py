@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet, InvalidToken
 
 from app.apikeys.service import hash_key
 from app.cli import main
@@ -102,3 +103,40 @@ def test_unknown_scope_is_a_usage_error(db_file: Path, capsys: pytest.CaptureFix
     assert info.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
     assert not db_file.exists()
+
+
+async def test_rotate_secrets_on_sqlite(
+    db_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """From the generated key file to QUIVER_SECRET_KEYS=new,old: one command, then old retires."""
+    assert await run(["create-key", "--scope", "admin"]) == 0
+    key = capsys.readouterr().out.strip()
+    app = create_app(load_settings())
+    body = {
+        "name": "api",
+        "base_url": "https://a.test",
+        "auth_type": "bearer",
+        "credentials": {"token": "tok-sqlite-rotate"},
+    }
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://quiver.test",
+            headers={"Authorization": f"Bearer {key}"},
+        ) as client,
+    ):
+        assert (await client.post("/api/v1/connectors", json=body)).status_code == 201
+    old = (db_file.parent / "secret.key").read_text().strip()
+    new = Fernet.generate_key().decode()
+
+    monkeypatch.setenv("QUIVER_SECRET_KEYS", f"{new},{old}")
+    assert await run(["rotate-secrets"]) == 0
+    assert "connectors=1" in capsys.readouterr().out
+    [(token,)] = rows(db_file, "SELECT credentials FROM connectors")
+    with pytest.raises(InvalidToken):
+        Fernet(old.encode()).decrypt(token.encode())
+    assert json.loads(Fernet(new.encode()).decrypt(token.encode())) == body["credentials"]
+
+    monkeypatch.setenv("QUIVER_SECRET_KEYS", new)
+    assert await status_with(key, "/api/v1/connectors") == 200

@@ -61,6 +61,8 @@ class ConnectorService(CrudService[Connector]):
         if data.auth_config is not None:
             connector.auth_config = data.auth_config.model_dump(exclude_none=True)
         if connector.auth_type == "none":
+            if "credentials" in changed and connector.credentials:
+                raise Invalid("credentials: auth_type 'none' takes no credentials")
             connector.credentials = None
         elif "auth_type" in changed and "credentials" not in changed:
             raise Invalid(f"credentials: changing auth_type to {connector.auth_type!r} needs them")

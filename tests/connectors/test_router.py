@@ -112,9 +112,15 @@ async def test_patch_auth(client: httpx.AsyncClient) -> None:
     resp = await client.patch(item, json={"auth_config": {"query_param": "key"}})
     assert resp.json()["auth_config"] == {"query_param": "key"}
     assert resp.json()["has_credentials"] is True, "credentials stay when not sent"
+    await check_patch_rejected(
+        client, item, {"auth_type": "none", "credentials": {"api_key": "k"}}, mentions=["none"]
+    )
     resp = await client.patch(item, json={"auth_type": "none"})
     assert resp.status_code == 200, resp.text
     assert resp.json()["has_credentials"] is False, "auth_type none drops the credentials"
+    await check_patch_rejected(client, item, {"credentials": {"token": "t"}}, mentions=["none"])
+    resp = await client.patch(item, json={"credentials": None})
+    assert resp.status_code == 200, "clearing absent credentials is fine"
 
 
 async def test_patch_explicit_null(client: httpx.AsyncClient) -> None:

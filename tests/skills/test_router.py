@@ -119,7 +119,7 @@ async def test_non_object_body_is_422(client: httpx.AsyncClient) -> None:
     resp = await client.post(
         PATH, content=b"{not json", headers={"content-type": "application/json"}
     )
-    assert_error(resp, 422, "Invalid")
+    assert_error(resp, 422, "Invalid", mentions=["body: JSON decode error: Expecting"])
 
 
 async def test_import_skill_md(client: httpx.AsyncClient) -> None:
