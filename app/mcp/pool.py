@@ -137,10 +137,14 @@ class McpPool:
                 raise Unavailable(str(exc)) from None
             try:
                 tools = await self._fetch_tools(session)
-            except (MCPError, ValidationError, TimeoutError) as exc:
-                raise Upstream(
-                    f"MCP server {spec.name!r} failed to list tools: {describe_error(exc, spec)}"
-                ) from None
+            except MCPError as exc:
+                if not _session_lost(exc):
+                    raise _list_failed(spec, exc) from None
+                detail = describe_error(exc, spec)
+                await self._drop(server.id, session)
+                continue
+            except (ValidationError, TimeoutError) as exc:
+                raise _list_failed(spec, exc) from None
             except Exception as exc:
                 detail = describe_error(exc, spec)
                 await self._drop(server.id, session)
@@ -351,6 +355,10 @@ def _timeout(spec: ServerSpec, tool: str) -> ToolResult:
         f"MCP tool {tool!r} on {spec.name!r} timed out after {spec.call_timeout_s:g}s",
         retryable=True,
     )
+
+
+def _list_failed(spec: ServerSpec, exc: Exception) -> Upstream:
+    return Upstream(f"MCP server {spec.name!r} failed to list tools: {describe_error(exc, spec)}")
 
 
 def _session_lost(exc: MCPError) -> bool:

@@ -153,3 +153,17 @@ async def test_a_lost_change_subscription_is_reopened(pool: McpPool) -> None:
         assert pool.connects == 1
     finally:
         await server.astop()
+
+
+async def test_list_tools_reconnects_once_when_the_session_expired(pool: McpPool) -> None:
+    server = await HttpMcpServer("streamable_http", legacy=True).astart()
+    row = url_row(server)
+    try:
+        assert {t["name"] for t in await pool.list_tools(row)} >= {"add", "echo"}
+        port = server.port
+        await server.astop()
+        server = await HttpMcpServer("streamable_http", port=port, legacy=True).astart()
+        assert {t["name"] for t in await pool.list_tools(row)} >= {"add", "echo"}
+        assert pool.connects == 2
+    finally:
+        await server.astop()
