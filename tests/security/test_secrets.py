@@ -7,26 +7,29 @@ import io
 import json
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
 from cryptography.fernet import Fernet, InvalidToken
+from fastapi import FastAPI
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.cli import main
 from app.config import Settings
 from app.connectors.models import Connector
 from app.databases.models import DatabaseConnector
 from app.db.engine import create_engine, create_sessionmaker
+from app.main import create_app
 from app.mcp.models import McpServer
 from app.ops.logging import JsonFormatter
 from app.security import crypto
 from app.security.redact import redact, redact_text, register_secret
 from app.security.rotate import rotate_all
-from tests.conftest import SECRET_KEY
+from tests.conftest import ADMIN_TOKEN, SECRET_KEY
+from tests.connectors.server_app import LocalServer
 from tests.fixtures.crud import assert_error, create
 from tests.fixtures.database import migrated_postgres
 
@@ -173,6 +176,94 @@ async def test_validation_errors_do_not_echo_secrets(client: httpx.AsyncClient) 
         body = assert_error(resp, 422, "Invalid")
         for secret in (TOKEN, "pw-SECRET-extra", "pw-SECRET-x", DB_PASSWORD):
             assert secret not in json.dumps(body)
+
+
+# --- what the admin test routes (the model's executors) answer ---
+
+
+@pytest.fixture(scope="module")
+def echo_server() -> Iterator[LocalServer]:
+    """Echoes every request back, headers included: an upstream that reflects our secrets."""
+    server = LocalServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def loopback_app(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+) -> AsyncIterator[FastAPI]:
+    """The suite's app, with 127.0.0.0/8 allowed so executors can reach local servers."""
+    local = settings.model_copy(update={"egress_allow_cidrs": ["127.0.0.0/8"]})
+    app = create_app(local, sessionmaker=sessionmaker)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+@pytest.fixture
+async def loopback(loopback_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=loopback_app),
+        base_url="http://quiver.test",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    ) as client:
+        yield client
+
+
+async def test_connector_results_redact_reflected_credentials(
+    loopback: httpx.AsyncClient, echo_server: LocalServer
+) -> None:
+    secret = f"tok-SECRET-echo-{uuid.uuid4().hex[:8]}"
+    connector = await create(
+        loopback,
+        "/api/v1/connectors",
+        {
+            "name": "echo",
+            "base_url": echo_server.url,
+            "auth_type": "bearer",
+            "credentials": {"token": secret},
+            "actions": [{"name": "whoami", "path": "/whoami"}],
+        },
+    )
+    resp = await loopback.post(f"/api/v1/connectors/{connector['id']}/actions/whoami/test", json={})
+    assert resp.status_code == 200, resp.text
+    assert echo_server.last["headers"]["authorization"] == f"Bearer {secret}", "it was sent"
+    assert resp.json()["ok"] is True
+    assert secret not in resp.text
+    assert "/whoami" in resp.json()["output"]
+
+
+async def test_database_errors_do_not_show_the_url(loopback: httpx.AsyncClient) -> None:
+    url = "postgresql://reader:pw-SECRET-unreachable@127.0.0.1:1/shop"
+    database = await create(loopback, "/api/v1/databases", {"name": "gone", "url": url})
+    responses = [
+        await loopback.post(f"/api/v1/databases/{database['id']}/query", json={"sql": "SELECT 1"}),
+        await loopback.post(f"/api/v1/databases/{database['id']}/introspect"),
+    ]
+    assert responses[0].status_code == 200, responses[0].text
+    assert responses[0].json()["ok"] is False
+    assert responses[1].status_code == 502, "an unreachable upstream is not a crash"
+    for resp in responses:
+        assert "pw-SECRET-unreachable" not in resp.text
+
+
+async def test_mcp_errors_do_not_show_headers(loopback: httpx.AsyncClient) -> None:
+    server = await create(
+        loopback,
+        "/api/v1/mcp-servers",
+        {
+            "name": "gone",
+            "transport": "streamable_http",
+            "url": "http://127.0.0.1:1/mcp",
+            "headers": {"Authorization": "Bearer hdr-SECRET-unreachable"},
+            "connect_timeout_s": 5,
+        },
+    )
+    resp = await loopback.post(
+        f"/api/v1/mcp-servers/{server['id']}/call", json={"tool": "x", "arguments": {}}
+    )
+    assert resp.status_code < 500, resp.text
+    assert "hdr-SECRET-unreachable" not in resp.text
 
 
 # --- redaction ---
