@@ -40,8 +40,9 @@ logger = logging.getLogger(__name__)
 
 TRANSPORTS = ("stdio", "sse", "streamable_http")
 _CLIENT_INFO = types.Implementation(name="quiver", version="0.1.0")
-_STREAM_READ_TIMEOUT_S = 300.0
-"""Idle read limit on the server-to-client event stream; a dropped stream reconnects lazily."""
+_STREAM_READ_TIMEOUT_S = 3600.0
+"""Idle read limit on long-lived event streams (SSE session, change subscription). Calls are
+bounded by `call_timeout_s` separately; a stream that times out is reopened lazily."""
 _CLOSE_TIMEOUT_S = 10.0
 """Upper bound for a graceful close (stdio shutdown alone may take ~6 s for a stuck child)."""
 _RELISTEN_BASE_S = 1.0
