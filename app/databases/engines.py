@@ -10,7 +10,6 @@ validator assumes (standard-conforming strings, backslash escapes) are pinned.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import uuid
 from typing import Any
 from urllib.parse import quote
@@ -48,7 +47,7 @@ class EngineCache:
     def __init__(self, *, pool_size: int = POOL_SIZE, max_overflow: int = MAX_OVERFLOW) -> None:
         self._pool_size = pool_size
         self._max_overflow = max_overflow
-        self._engines: dict[uuid.UUID, tuple[str, AsyncEngine]] = {}
+        self._engines: dict[uuid.UUID, tuple[tuple[str, bool, float], AsyncEngine]] = {}
         self._lock = asyncio.Lock()
 
     async def get(self, db: DatabaseConnector) -> AsyncEngine:
@@ -92,9 +91,9 @@ class EngineCache:
         return len(self._engines)
 
 
-def _fingerprint(db: DatabaseConnector) -> str:
-    raw = f"{db.url}\x00{db.read_only}\x00{session_timeout(db)}".encode()
-    return hashlib.sha256(raw).hexdigest()
+def _fingerprint(db: DatabaseConnector) -> tuple[str, bool, float]:
+    """What an engine is built from; any change means a new engine (and pool)."""
+    return (db.url, bool(db.read_only), session_timeout(db))
 
 
 def session_timeout(db: DatabaseConnector) -> float:

@@ -30,7 +30,7 @@ def json_rows(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
     Works on columns (transposed in C): the engines decode numbers, dates and UUIDs as
     text at the driver, so most columns are only type-checked, never rebuilt.
     """
-    materialised = list(rows)
+    materialised = rows if isinstance(rows, list) else list(rows)
     if not materialised:
         return []
     columns: list[Sequence[Any]] = list(zip(*materialised, strict=True))
