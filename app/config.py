@@ -133,7 +133,7 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _check_url(cls, value: str) -> str:
-        allowed = ("postgresql", "sqlite")
+        allowed = ("postgresql", "postgres", "sqlite")
         if value and value.split(":", 1)[0].split("+", 1)[0] not in allowed:
             raise ValueError("must be a postgresql:// or sqlite:// URL")
         return value

@@ -74,6 +74,12 @@ def test_quiver_spelling_wins_when_both_are_set(monkeypatch: pytest.MonkeyPatch,
     assert getattr(load_settings(), field) == other
 
 
+def test_postgres_url_spellings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for url in ("postgres://u@db/q", "postgresql://u@db/q", "postgresql+asyncpg://u@db/q"):
+        monkeypatch.setenv("QUIVER_DATABASE_URL", url)
+        assert load_settings().async_database_url == "postgresql+asyncpg://u@db/q", url
+
+
 def test_lists_are_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
     keys = [Fernet.generate_key().decode() for _ in range(2)]
     monkeypatch.setenv("QUIVER_SECRET_KEYS", f" {keys[0]} ,{keys[1]},")
