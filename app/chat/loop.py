@@ -85,6 +85,9 @@ class ReactRun:
         if task in done:
             return task.result()
         task.cancel()
+        # Let the cancellation land: a stream's `anext` still running would make the
+        # caller's `aclose()` fail with "asynchronous generator is already running".
+        await asyncio.wait({task})
         raise RunCancelled
 
     def _finished(
@@ -148,7 +151,8 @@ class ReactRun:
             model=self.inp.agent.model,
             temperature=cfg.get("temperature"),
         )
-        pending, last_flush = "", time.perf_counter()
+        # The first delta goes out at once (time to first token); later ones are coalesced.
+        pending, last_flush = "", float("-inf")
         try:
             async for item in self._guarded(stream):
                 if isinstance(item, TextDelta):
