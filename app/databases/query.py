@@ -127,7 +127,9 @@ class DatabaseExecutor:
         raw = await self._execute(database, checked, max_rows=limit, timeout_s=timeout)
         elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
         truncated = len(raw.rows) > limit
-        rows = json_rows(raw.rows[:limit] if truncated else raw.rows)
+        rows = json_rows(
+            raw.rows[:limit] if truncated else raw.rows, typed=database.dialect != "sqlite"
+        )
         return QueryResult(
             columns=raw.columns,
             rows=rows,

@@ -24,28 +24,47 @@ _RAW_PASSWORD_RE = re.compile(r"://[^:/@\s]*:([^@\s]+)@")
 _PASSWORD_RE = re.compile(r"(password|passwd|pwd)\s*[=:]\s*\S+", re.IGNORECASE)
 
 
-def json_rows(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
+def json_rows(rows: Iterable[Sequence[Any]], *, typed: bool = False) -> list[list[Any]]:
     """Rows as lists of JSON-serialisable values.
 
-    Works on columns (transposed in C): the engines decode numbers, dates and UUIDs as
-    text at the driver, so most columns are only type-checked, never rebuilt.
+    Works on columns: the engines decode numbers, dates and UUIDs as text at the driver,
+    so most columns are only checked, never rebuilt. `typed=True` (PostgreSQL, MySQL:
+    one type per column) checks a column by its first non-null value; SQLite columns
+    can mix types, so every value is looked at.
     """
     materialised = rows if isinstance(rows, list) else list(rows)
     if not materialised:
         return []
-    columns: list[Sequence[Any]] = list(zip(*materialised, strict=True))
-    changed = False
-    for i, column in enumerate(columns):
+    out: list[list[Any]] | None = None
+    for i in range(len(materialised[0])):
+        if typed and _typed_column_is_safe(materialised, i):
+            continue
+        column = [row[i] for row in materialised]
         fixed = _json_column(column)
-        if fixed is not None:
-            columns[i] = fixed
-            changed = True
-    if not changed:
-        return list(map(list, materialised))
-    return list(map(list, zip(*columns, strict=True)))
+        if fixed is None:
+            continue
+        if out is None:
+            out = list(map(list, materialised))
+        for row, value in zip(out, fixed, strict=True):
+            row[i] = value
+    return out if out is not None else list(map(list, materialised))
 
 
-def _json_column(column: Sequence[Any]) -> list[Any] | None:
+def _typed_column_is_safe(rows: Sequence[Sequence[Any]], i: int) -> bool:
+    probe = rows[0][i]
+    if probe is None:
+        probe = next((row[i] for row in rows if row[i] is not None), None)
+    if type(probe) in _PLAIN:  # numbers decoded from text are finite
+        return True
+    if type(probe) is float:  # NaN and ±inf propagate through a sum
+        try:
+            return math.isfinite(sum([row[i] for row in rows], 0.0))
+        except (TypeError, OverflowError):  # NULLs or huge values: check one by one
+            return False
+    return False
+
+
+def _json_column(column: list[Any]) -> list[Any] | None:
     """The column made JSON-safe, or None when it already is."""
     kinds = set(map(type, column))
     if kinds <= _PLAIN:

@@ -108,3 +108,10 @@ def test_model_output_explains_a_row_cap() -> None:
     body = json.loads(render_for_model(capped))
     assert body["truncated"] is True
     assert body["note"].startswith("stopped at 2 rows")
+
+
+def test_typed_columns_are_checked_by_their_first_value_but_floats_fully() -> None:
+    rows = [(1, 0.5, None), (2, float("nan"), 1.5), (3, 2.0, float("inf"))]
+    assert json_rows(rows, typed=True) == [[1, 0.5, None], [2, "nan", 1.5], [3, 2.0, "inf"]]
+    decimals = [(Decimal("1.5"),), (None,)]
+    assert json_rows(decimals, typed=True) == [[1.5], [None]]
