@@ -5,7 +5,9 @@
 2. `DatabaseExecutor.run_query` vs the same SELECT run directly with the driver on a warm
    connection, on a 1,000-row result (6 columns: int, text, numeric, timestamptz, bool,
    float), against throwaway Postgres / MariaDB databases and a SQLite file. Ratio of p50s;
-   the target is ≤ 1.2x on Postgres.
+   the target is ≤ 1.2x on Postgres. "quiver" clears the validation memo before every
+   call (a first-seen statement pays for parsing); "memoised" is a repeated statement.
+   Calls are interleaved one by one so both sides see the same machine load.
 
 Run: `.venv/bin/python -m bench.sql_safety` (needs Postgres and MariaDB on 127.0.0.1).
 """
