@@ -43,6 +43,14 @@ async def test_create_shows_the_key_once(client: httpx.AsyncClient) -> None:
         assert '"key"' not in resp.text
 
 
+async def test_the_seeded_admin_token_is_barely_revealed(client: httpx.AsyncClient) -> None:
+    [seeded] = (await client.get(PATH)).json()["items"]
+    token = client.headers["authorization"].removeprefix("Bearer ")
+    assert seeded["scopes"] == ["admin"]
+    assert token.startswith(seeded["prefix"])
+    assert len(seeded["prefix"]) <= len(token) // 5
+
+
 async def test_default_scope_is_chat(client: httpx.AsyncClient) -> None:
     created = await create(client, PATH, {"name": "bot"})
     assert created["scopes"] == ["chat"]
