@@ -338,3 +338,16 @@ async def test_a_connector_whose_dialect_disagrees_with_its_url_fails_cleanly(
     wrong = make_connector(seeded["postgresql"], dialect="sqlite")
     result = await db_executor.query(wrong, "SELECT 1", CTX)
     assert (result.error or "").startswith("[Database Error] the connector's dialect")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_concurrent_queries_share_the_pool_safely(
+    dialect: str, db_executor: DatabaseExecutor, connectors: dict[str, DatabaseConnector]
+) -> None:
+    import asyncio
+
+    sql = "SELECT COUNT(*) AS n FROM orders WHERE customer_id = {}"
+    results = await asyncio.gather(
+        *(db_executor.run_query(connectors[dialect], sql.format(i % 50 + 1)) for i in range(25))
+    )
+    assert [r.rows for r in results] == [[[8]]] * 25
