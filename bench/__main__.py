@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results.json"
 MODULES = (
     "pipeline",
+    "token_kinds",
     "selection",
     "chat_overhead",
     "connector_overhead",
@@ -125,6 +126,23 @@ def run_child(name: str, quick: bool) -> dict[str, Any]:
         }
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """The summary of a results file as a Markdown table (for the README)."""
+    m = report["machine"]
+    lines = [
+        f"{m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB RAM, Python {m['python']}, "
+        f"{m['date']}{' (--quick)' if report.get('quick') else ''}; load average at start "
+        + " / ".join(f"{x:.1f}" for x in m["load_avg_at_start"]),
+        "",
+        "| metric | value | target | status |",
+        "|---|---:|---|---|",
+    ]
+    for row in report["summary"]:
+        cells = [str(row[k]).replace("|", "\\|") for k in ("metric", "value", "target", "status")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run every Quiver benchmark")
     parser.add_argument("--quick", action="store_true", help="fewer samples, shorter load")
@@ -132,7 +150,13 @@ def main() -> None:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--results", default=str(RESULTS), help="where to write the JSON")
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the saved results as a Markdown table"
+    )
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.results).read_text())))
+        return
     if args.one:
         run_one(args.one, args.quick, Path(args.out))
         return

@@ -50,7 +50,8 @@ TOKEN_DELAY_S = 0.02
 REPLY_WORDS = 24
 REPLY = " ".join(f"word{i}" for i in range(REPLY_WORDS))
 MESSAGE = "Summarise the status of the deploy."
-LEVEL_TIMEOUT_S = 300.0
+LEVEL_TIMEOUT_S = 420.0
+READ_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -92,7 +93,7 @@ async def one_run(client: httpx.AsyncClient, agent_id: str, stats: Stats) -> Non
                     last_at = now
                 elif line.startswith("data:") and kind == "run_finished":
                     status = str(json.loads(line[5:]).get("status"))
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, ValueError) as exc:  # transport errors, unreadable frames
         stats.errors[type(exc).__name__] += 1
         return
     finally:
@@ -132,9 +133,28 @@ async def _sample_rss(
     gw: Gateway, samples: list[tuple[float, int, int]], stats: Stats, every_s: float
 ) -> None:
     start = time.perf_counter()
-    while True:
-        samples.append((time.perf_counter() - start, stats.open, gw.rss()))
+    while gw.proc.poll() is None:
+        try:
+            samples.append((time.perf_counter() - start, stats.open, gw.rss()))
+        except (OSError, RuntimeError):
+            return  # the gateway is gone; the level reports what it saw
         await asyncio.sleep(every_s)
+
+
+async def _bounded(coros: list[Any], limit_s: float, stats: Stats) -> None:
+    """Run all; whatever is still running after `limit_s` is cancelled and counted an error."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    _, pending = await asyncio.wait(tasks, timeout=limit_s)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    if pending:
+        stats.errors["unfinished_at_time_limit"] += len(pending)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 async def _warm(gw: Gateway, agent_id: str) -> None:
@@ -155,15 +175,14 @@ async def level(llm: Llm, n: int, database: str) -> dict[str, Any]:
         stats = Stats()
         samples: list[tuple[float, int, int]] = []
         sampler = asyncio.create_task(_sample_rss(gw, samples, stats, 0.05))
-        async with gw.client(connections=n + 10, timeout_s=LEVEL_TIMEOUT_S) as client:
+        async with gw.client(connections=n + 10, timeout_s=READ_TIMEOUT_S) as client:
             start = time.perf_counter()
-            await asyncio.wait_for(
-                asyncio.gather(*(one_run(client, agent_id, stats) for _ in range(n))),
-                LEVEL_TIMEOUT_S,
-            )
+            runs = [one_run(client, agent_id, stats) for _ in range(n)]
+            await _bounded(runs, LEVEL_TIMEOUT_S, stats)
             wall = time.perf_counter() - start
-        sampler.cancel()
-        peak = max(rss for _, open_, rss in samples if open_ > 0) if stats.peak_open else baseline
+        await _stop(sampler)
+        open_rss = [rss for _, open_, rss in samples if open_ > 0]
+        peak = max(open_rss) if open_rss else baseline
         out = summarise(stats, wall)
         out.update(
             concurrency=n,
@@ -190,14 +209,12 @@ async def soak(
                 await one_run(client, agent_id, stats)
 
         sampler = asyncio.create_task(_sample_rss(gw, samples, stats, 1.0))
-        async with gw.client(connections=concurrency + 10, timeout_s=LEVEL_TIMEOUT_S) as client:
+        async with gw.client(connections=concurrency + 10, timeout_s=READ_TIMEOUT_S) as client:
             start = time.perf_counter()
-            await asyncio.wait_for(
-                asyncio.gather(*(worker(client) for _ in range(concurrency))),
-                seconds + LEVEL_TIMEOUT_S,
-            )
+            workers = [worker(client) for _ in range(concurrency)]
+            await _bounded(workers, seconds + LEVEL_TIMEOUT_S, stats)
             wall = time.perf_counter() - start
-        sampler.cancel()
+        await _stop(sampler)
         out = summarise(stats, wall)
         out.update(
             concurrency=concurrency,

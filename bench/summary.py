@@ -81,6 +81,19 @@ def pipeline(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def token_kinds(r: dict[str, Any]) -> list[Row]:
+    return [
+        _row(
+            f"tokens per kind: {kind} progressive / legacy",
+            m["ratio_pct"],
+            "%",
+            target=f"{m['progressive']} / {m['legacy']} tokens",
+        )
+        for kind, m in r.items()
+        if isinstance(m, dict)
+    ]
+
+
 def selection(r: dict[str, Any]) -> list[Row]:
     rows = []
     for dataset, protocols in r.items():
@@ -228,6 +241,7 @@ def load(r: dict[str, Any]) -> list[Row]:
 
 BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "pipeline": pipeline,
+    "token_kinds": token_kinds,
     "selection": selection,
     "chat_overhead": chat_overhead,
     "connector_overhead": connector_overhead,

@@ -25,6 +25,8 @@ class JournalWriter:
     ) -> None:
         self.run_id = run_id
         self.seq = 0
+        self.last_clean: RunEvent | None = None
+        """The redacted form of the event last passed to `write` (even if storing it failed)."""
         self._sessionmaker = sessionmaker
         self._hub = hub
         self._notify = notify
@@ -40,6 +42,7 @@ class JournalWriter:
         data = redact(event_payload(event))
         clean = event_from_record(event.kind, data)
         self.seq += 1
+        self.last_clean = clean
         async with self._sessionmaker() as session:
             await RunRepository(session).append_event(self.run_id, self.seq, event.kind, data)
             if also is not None:

@@ -207,6 +207,10 @@ class RunManager:
             active.publish(await journal.write(terminal, also=self._settler(active, run, terminal)))
         except Exception:
             logger.exception("could not persist the end of run %s", active.run_id)
+            if journal.last_clean is not None and journal.last_clean.kind == terminal.kind:
+                # Live streams still end (bench.load: with the storage pool exhausted they
+                # otherwise waited for a final event that never came).
+                active.publish((journal.seq, journal.last_clean))
         finally:
             self.active.pop(active.run_id, None)
             if self.on_finished is not None:
