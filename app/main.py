@@ -18,6 +18,7 @@ from app.db.engine import create_engine, create_sessionmaker
 from app.errors import add_error_handlers, error_body
 from app.ops.metrics import Metrics, install_http_middleware
 from app.runtime import Runtime
+from app.security.auth import BearerPrecheck
 from app.security.crypto import configure_from_settings
 
 logger = logging.getLogger("quiver")
@@ -68,7 +69,8 @@ def create_app(
     metrics = Metrics()
     app.state.metrics = metrics
     add_error_handlers(app)
-    install_http_middleware(app, metrics)
+    app.add_middleware(BearerPrecheck)
+    install_http_middleware(app, metrics)  # outermost: counts and logs every response
     app.include_router(build_api_router())
 
     @app.get("/healthz", tags=["ops"])

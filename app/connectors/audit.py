@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.connectors.models import ConnectorCall
@@ -101,13 +102,28 @@ class AuditSink:
     async def _write(self, batch: list[AuditEntry]) -> None:
         if not batch:
             return
-        rows = [ConnectorCall(**vars(entry)) for entry in batch]
         try:
-            async with self._sessionmaker() as session:
-                session.add_all(rows)
-                await session.commit()
+            await self._insert([ConnectorCall(**vars(entry)) for entry in batch])
+        except IntegrityError:
+            # A connector deleted right after its call: keep the rows, without the link
+            # (the name stays in `connector_name`), as ON DELETE SET NULL would have done.
+            try:
+                await self._insert(
+                    [ConnectorCall(**{**vars(entry), "connector_id": None}) for entry in batch]
+                )
+            except Exception:
+                self._lost(len(batch))
+                return
         except Exception:
-            logger.exception("writing %d connector audit rows failed", len(rows))
-            self.failed += len(rows)
+            self._lost(len(batch))
             return
-        self.written += len(rows)
+        self.written += len(batch)
+
+    async def _insert(self, rows: list[ConnectorCall]) -> None:
+        async with self._sessionmaker() as session:
+            session.add_all(rows)
+            await session.commit()
+
+    def _lost(self, count: int) -> None:
+        logger.exception("writing %d connector audit rows failed", count)
+        self.failed += count

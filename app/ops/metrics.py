@@ -16,6 +16,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from starlette.types import Scope
 
 from app.ops.logging import request_id_var
 
@@ -65,8 +66,14 @@ class _RouteLabels:
         self.paths: dict[int, str] = {}
         """Keyed by `id(route)`: routes are unhashable and live as long as the app."""
 
-    def label(self, route: object) -> str:
+    def label(self, route: object, scope: Scope) -> str:
         if route is None:
+            # Answered before routing (the bearer pre-check): find the route it was meant for.
+            path, method = scope.get("path", ""), scope.get("method", "")
+            for ctx in iter_route_contexts(self.app.routes):
+                regex, methods = getattr(ctx, "path_regex", None), getattr(ctx, "methods", None)
+                if regex is not None and regex.match(path) and (not methods or method in methods):
+                    return ctx.path_format or ctx.path or "unmatched"
             return "unmatched"
         if id(route) not in self.paths:
             self.paths = {
@@ -94,7 +101,7 @@ def install_http_middleware(app: FastAPI, metrics: Metrics) -> None:
             return response
         finally:
             elapsed = time.perf_counter() - start
-            route = labels.label(request.scope.get("route"))
+            route = labels.label(request.scope.get("route"), request.scope)
             metrics.requests.labels(request.method, route, str(status)).inc()
             metrics.latency.labels(request.method, route).observe(elapsed)
             logger.info(

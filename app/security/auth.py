@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.apikeys.models import ApiKey
 from app.apikeys.service import api_key_service
 from app.db.session import SessionDep
-from app.errors import Forbidden, Unauthorized
+from app.errors import Forbidden, Unauthorized, error_body
 
 
 def _bearer(request: Request) -> str:
@@ -42,3 +44,29 @@ async def require_chat(key: Annotated[ApiKey, Depends(_authenticate)]) -> ApiKey
 
 AdminKey = Depends(require_admin)
 ChatKey = Depends(require_chat)
+
+
+class BearerPrecheck:
+    """Pure ASGI: a request to the API without any bearer key gets its 401 before the body is
+    parsed (otherwise malformed JSON would answer 422 first). Keys are verified by the route
+    dependencies as before."""
+
+    def __init__(self, app: ASGIApp, *, prefix: str = "/api/") -> None:
+        self.app = app
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(self.prefix):
+            header = dict(scope["headers"]).get(b"authorization", b"")
+            scheme, _, token = header.decode("latin-1").partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                response = JSONResponse(
+                    error_body(
+                        "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'"
+                    ),
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -12,6 +12,11 @@ from typing import Any
 
 MASK = "***"
 _MIN_LEN = 4
+"""Values under credential-looking keys (token, password, api_key, …) are masked from 4 chars."""
+_MIN_LEN_OTHER = 8
+"""Other decrypted values (env entries, headers) only from 8 chars, so `"DEBUG": "true"` does not
+mask every `true` in tool output."""
+_CREDENTIAL_KEY = re.compile(r"(?i)token|secret|pass|key|auth|credential|cookie|session|signature")
 _lock = threading.Lock()
 _secrets: set[str] = set()
 _pattern: re.Pattern[str] | None = None
@@ -19,9 +24,9 @@ _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]+)
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 
 
-def register_secret(value: str | None) -> None:
+def register_secret(value: str | None, *, min_len: int = _MIN_LEN) -> None:
     global _pattern
-    if not value or len(value) < _MIN_LEN:
+    if not value or len(value) < min_len:
         return
     with _lock:
         if value in _secrets:
@@ -31,16 +36,16 @@ def register_secret(value: str | None) -> None:
         _pattern = re.compile("|".join(re.escape(s) for s in ordered))
 
 
-def register_secrets(value: Any) -> None:
-    """Register every string leaf of a decrypted JSON value."""
+def register_secrets(value: Any, *, key: str = "") -> None:
+    """Register the string leaves of a decrypted JSON value (short ones: credential keys only)."""
     if isinstance(value, str):
-        register_secret(value)
+        register_secret(value, min_len=_MIN_LEN if _CREDENTIAL_KEY.search(key) else _MIN_LEN_OTHER)
     elif isinstance(value, dict):
-        for leaf in value.values():
-            register_secrets(leaf)
+        for name, leaf in value.items():
+            register_secrets(leaf, key=str(name))
     elif isinstance(value, list):
         for leaf in value:
-            register_secrets(leaf)
+            register_secrets(leaf, key=key)
 
 
 def redact_text(text: str) -> str:

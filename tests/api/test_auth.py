@@ -153,7 +153,9 @@ async def test_an_unguarded_route_would_be_caught(
             transport=httpx.ASGITransport(app=app), base_url="http://quiver.test"
         ) as anon,
     ):
-        assert (await anon.get("/api/v1/leaky")).status_code == 200
+        # only the key's presence is checked up front; the route itself verifies nothing
+        leaked = await anon.get("/api/v1/leaky", headers={"Authorization": "Bearer not-a-key"})
+        assert leaked.status_code == 200
 
 
 async def test_health_probes_are_open(anon_client: httpx.AsyncClient) -> None:
@@ -188,3 +190,11 @@ async def test_responses_carry_a_request_id(anon_client: httpx.AsyncClient) -> N
     assert resp.headers["x-request-id"] == "req-123"
     generated = (await anon_client.get("/healthz")).headers["x-request-id"]
     assert re.fullmatch(r"[0-9a-f]{32}", generated)
+
+
+async def test_missing_key_is_401_even_with_a_malformed_body(anon_client: httpx.AsyncClient) -> None:
+    resp = await anon_client.post(
+        "/api/v1/agents", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert resp.status_code == 401
+    assert resp.json()["error"] == "Unauthorized"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
 
 import httpx
@@ -114,3 +115,19 @@ async def test_audit_failures_never_reach_the_tool_result(
     await engine.dispose()
     assert result.ok
     assert (sink.written, sink.dropped, sink.failed) == (0, 0, 1)
+
+
+async def test_rows_of_a_connector_deleted_meanwhile_are_kept_without_the_link(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    sink = AuditSink(sessionmaker)
+    gone = uuid.uuid4()
+    sink.record(AuditEntry(connector_id=gone, connector_name="deleted_one", action="ping",
+                           arguments={}, ok=True, status_code=200, error=None, latency_ms=1.0,
+                           run_id="run-audit-gone"))
+    await sink.aclose()
+    (row,) = await _rows(sessionmaker, "run-audit-gone")
+    assert row.connector_id is None
+    assert row.connector_name == "deleted_one"
+    assert sink.written == 1
+    assert sink.failed == 0

@@ -435,3 +435,11 @@ async def _db_id(engine: AsyncEngine) -> uuid.UUID:
     async with engine.connect() as conn:
         value = (await conn.execute(text("SELECT id FROM database_connectors"))).scalar_one()
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def test_short_non_credential_values_are_not_treated_as_secrets() -> None:
+    from app.security.redact import redact_text, register_secrets
+
+    register_secrets({"DEBUG": "true", "MODE": "fast", "API_TOKEN": "tk-9z"})
+    assert redact_text("debug is true, mode fast") == "debug is true, mode fast"
+    assert redact_text("token tk-9z") == "token ***"
