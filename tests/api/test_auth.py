@@ -192,7 +192,9 @@ async def test_responses_carry_a_request_id(anon_client: httpx.AsyncClient) -> N
     assert re.fullmatch(r"[0-9a-f]{32}", generated)
 
 
-async def test_missing_key_is_401_even_with_a_malformed_body(anon_client: httpx.AsyncClient) -> None:
+async def test_missing_key_is_401_even_with_a_malformed_body(
+    anon_client: httpx.AsyncClient,
+) -> None:
     resp = await anon_client.post(
         "/api/v1/agents", content=b"{not json", headers={"content-type": "application/json"}
     )
