@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -13,6 +14,11 @@ from app.db.base import utcnow
 from app.kit.repository import RepositoryBase
 
 RUNNING = "running"
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite returns naive datetimes; everything is stored in UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class RunRepository(RepositoryBase[Run]):
@@ -57,6 +63,12 @@ class RunRepository(RepositoryBase[Run]):
                 updated_at=utcnow(),
             )
         )
+
+    async def last_activity(self, run: Run) -> datetime:
+        """When the run last journaled an event (its start when it has none)."""
+        stmt = select(func.max(RunEventRecord.created_at)).where(RunEventRecord.run_id == run.id)
+        latest = await self.session.scalar(stmt)
+        return _aware(latest or run.created_at)
 
     async def request_cancel(self, run_id: uuid.UUID) -> None:
         await self.session.execute(

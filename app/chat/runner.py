@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, cast
 
 from sqlalchemy import select, text
@@ -27,14 +28,17 @@ from app.chat.models import Conversation, Message, Run
 from app.chat.repository import ConversationRepository, RunRepository
 from app.chat.schemas import ChatRequest
 from app.config import Settings
+from app.db.base import utcnow
 from app.errors import Conflict, Invalid, NotFound, Unavailable
-from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed
+from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed, event_payload
 from app.llm.client import LlmClient
 from app.llm.types import ChatMessage, Role, ToolCallRequest
 from app.security.redact import redact_text
 from app.tools.backends import Backends
 
 logger = logging.getLogger("quiver.runs")
+RUN_STALE_AFTER = timedelta(minutes=15)
+"""Longer than any model call plus tool call, with retries (both default to ≤ 2 minutes)."""
 Published = tuple[int, RunEvent]
 
 
@@ -130,7 +134,7 @@ class RunManager:
                     raise NotFound(f"conversation {str(req.conversation_id)!r} not found")
                 if conversation.agent_id != agent.id:
                     raise Invalid("conversation_id: the conversation belongs to another agent")
-                if await RunRepository(session).running_in_conversation(conversation.id):
+                if await self._blocking_run(session, conversation.id):
                     raise Conflict(
                         "a run is already in progress in this conversation; wait for it to "
                         "finish or cancel it (POST /api/v1/runs/{run_id}/cancel)"
@@ -145,6 +149,31 @@ class RunManager:
             session.add(run)
             await session.commit()
         return agent, run, history
+
+    async def _blocking_run(self, session: AsyncSession, conversation_id: uuid.UUID) -> bool:
+        """Is a run still in progress here? A run whose process died (no event for
+        `RUN_STALE_AFTER`, and not one of ours) is closed as lost instead of blocking forever."""
+        repo = RunRepository(session)
+        run = await repo.running_in_conversation(conversation_id)
+        if run is None:
+            return False
+        if run.id in self.active or utcnow() - await repo.last_activity(run) < RUN_STALE_AFTER:
+            return True
+        lost = RunFailed(
+            error=ErrorInfo(
+                code="run_lost", message="the process running this run stopped before it finished"
+            )
+        )
+        seq = len(await repo.events_after(run.id, 0)) + 1
+        await repo.append_event(run.id, seq, lost.kind, event_payload(lost))
+        await repo.finish(
+            run.id,
+            status="failed",
+            iterations=run.iterations,
+            usage=run.usage,
+            error=lost.error.model_dump(),
+        )
+        return False
 
     async def start(self, req: ChatRequest) -> tuple[ActiveRun, asyncio.Queue[Published]]:
         if self.llm is None:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.hub import RunHub
+from app.chat.models import Run
 from app.chat.repository import RUNNING, ConversationRepository, RunRepository
-from app.chat.runner import ActiveRun, Published
+from app.chat.runner import RUN_STALE_AFTER, ActiveRun, Published
 from app.chat.schemas import ConversationRead, MessageRead, RunSummary
 from app.chat.sse import PING, event_frame, frame
+from app.db.base import utcnow
 from app.errors import NotFound
 from app.events import TERMINAL_KINDS
 
@@ -70,7 +73,9 @@ async def replay_stream(
                 idle = 0.0
                 continue
             if run is None or run.status != RUNNING:
-                return  # finished (or lost with its process) and fully replayed
+                return  # finished and fully replayed
+            if utcnow() - await _last_activity(sessionmaker, run) > RUN_STALE_AFTER:
+                return  # lost with its process: nothing more will come
             try:
                 await asyncio.wait_for(waiter.wait(), _POLL_S)
             except TimeoutError:
@@ -80,6 +85,11 @@ async def replay_stream(
                     yield PING
     finally:
         hub.drop(run_id, waiter)
+
+
+async def _last_activity(sessionmaker: async_sessionmaker[AsyncSession], run: Run) -> datetime:
+    async with sessionmaker() as session:
+        return await RunRepository(session).last_activity(run)
 
 
 async def get_conversation(session: AsyncSession, conversation_id: uuid.UUID) -> ConversationRead:

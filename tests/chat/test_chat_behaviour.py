@@ -307,3 +307,45 @@ async def test_long_run_of_discover_calls_is_compacted_oldest_first(
     assert "lorem ipsum" in tool_contents[-1]
     assert events[-1].data["status"] == "completed"
     await asyncio.sleep(0)
+
+
+async def test_a_run_lost_with_its_process_does_not_block_the_conversation(
+    live: httpx.AsyncClient,
+    scripted_llm: ScriptedLLM,
+    create_agent: CreateAgent,
+    committing_settings: Settings,
+) -> None:
+    from datetime import timedelta
+
+    from app.chat.models import Run
+    from app.db.base import utcnow
+    from app.db.engine import create_engine, create_sessionmaker
+
+    agent = await create_agent()
+    events = await chat(live, agent["id"], "one")
+    conversation_id = events[0].data["conversation_id"]
+    engine = create_engine(committing_settings)
+    try:
+        async with create_sessionmaker(engine)() as session:
+            ghost = Run(
+                conversation_id=conversation_id,
+                agent_id=agent["id"],
+                created_at=utcnow() - timedelta(minutes=30),
+            )
+            session.add(ghost)
+            await session.commit()
+            ghost_id = str(ghost.id)
+    finally:
+        await engine.dispose()
+    # replaying the ghost ends instead of following forever
+    async with live.stream("GET", f"/api/v1/runs/{ghost_id}/events") as resp:
+        assert await read_sse(resp) == []
+    events = await chat(live, agent["id"], "two", conversation_id)
+    assert events[-1].data["status"] == "completed"
+    conv = (await live.get(f"/api/v1/conversations/{conversation_id}")).json()
+    ghost_row = next(r for r in conv["runs"] if r["id"] == ghost_id)
+    assert ghost_row["status"] == "failed"
+    assert ghost_row["error"]["code"] == "run_lost"
+    async with live.stream("GET", f"/api/v1/runs/{ghost_id}/events") as resp:
+        replay = await read_sse(resp)
+    assert [e.event for e in replay] == ["run_failed"]
