@@ -137,9 +137,8 @@ def markdown(report: dict[str, Any]) -> str:
         "| metric | value | target | status |",
         "|---|---:|---|---|",
     ]
-    for row in report["summary"]:
-        cells = [str(row[k]).replace("|", "\\|") for k in ("metric", "value", "target", "status")]
-        lines.append("| " + " | ".join(cells) + " |")
+    for row in summary_rows(report["benchmarks"]):
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
     return "\n".join(lines)
 
 

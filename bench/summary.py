@@ -9,6 +9,8 @@ Row = list[str]
 
 
 def _fmt(value: float, unit: str = "") -> str:
+    if isinstance(value, int):
+        return f"{value:,}{unit}"
     if abs(value) >= 100:
         text = f"{value:,.0f}"
     elif abs(value) >= 10:
