@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
@@ -26,6 +22,8 @@ from starlette.responses import (
     StreamingResponse,
 )
 from starlette.routing import Route
+
+from tests.fixtures.threaded_server import ThreadedServer
 
 
 async def _echo(request: Request) -> Response:
@@ -85,13 +83,15 @@ async def _trickle(request: Request) -> Response:
 async def _status(request: Request) -> Response:
     code = int(request.path_params["code"])
     headers = {"Retry-After": "7"} if code == 429 else {}
-    return JSONResponse({"error": f"status {code}", "detail": "as requested"}, code,
-                        headers=headers)
+    return JSONResponse(
+        {"error": f"status {code}", "detail": "as requested"}, code, headers=headers
+    )
 
 
 async def _redirect(request: Request) -> Response:
-    return RedirectResponse(request.query_params["to"],
-                            status_code=int(request.query_params.get("code", "302")))
+    return RedirectResponse(
+        request.query_params["to"], status_code=int(request.query_params.get("code", "302"))
+    )
 
 
 async def _loop(request: Request) -> Response:
@@ -100,16 +100,18 @@ async def _loop(request: Request) -> Response:
 
 def make_app(log: list[dict[str, Any]] | None = None) -> Starlette:
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-    app = Starlette(routes=[
-        Route("/items", _items),
-        Route("/big", _big),
-        Route("/slow", _slow),
-        Route("/trickle", _trickle),
-        Route("/status/{code:int}", _status, methods=methods),
-        Route("/redirect", _redirect, methods=methods),
-        Route("/loop", _loop),
-        Route("/{rest:path}", _echo, methods=methods),
-    ])
+    app = Starlette(
+        routes=[
+            Route("/items", _items),
+            Route("/big", _big),
+            Route("/slow", _slow),
+            Route("/trickle", _trickle),
+            Route("/status/{code:int}", _status, methods=methods),
+            Route("/redirect", _redirect, methods=methods),
+            Route("/loop", _loop),
+            Route("/{rest:path}", _echo, methods=methods),
+        ]
+    )
     app.state.log = log if log is not None else []
     return app
 
@@ -121,9 +123,7 @@ class LocalServer:
         self.host = host
         self.tls = tls
         """(certfile, keyfile) to serve HTTPS."""
-        self._sock: socket.socket | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._http = ThreadedServer(f"connector-test-{host}")
         self.log: list[dict[str, Any]] = []
         """Every request the echo route received, exactly as the server saw it."""
 
@@ -133,42 +133,20 @@ class LocalServer:
 
     @property
     def port(self) -> int:
-        assert self._sock is not None
-        return int(self._sock.getsockname()[1])
+        return self._http.port
 
     @property
     def url(self) -> str:
         return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def start(self) -> LocalServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, 0))
-        self._sock = sock
-        config = uvicorn.Config(
-            make_app(self.log), log_config=None, log_level="critical", access_log=False,
-            lifespan="off", ws="none", timeout_graceful_shutdown=1,
+        self._http.start(
+            make_app(self.log),
+            host=self.host,
             ssl_certfile=self.tls[0] if self.tls else None,
             ssl_keyfile=self.tls[1] if self.tls else None,
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-            name=f"connector-test-{self.host}",
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("connector test server failed to start")
-            time.sleep(0.005)
         return self
 
     def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(timeout=10)
-        if self._sock is not None:
-            self._sock.close()
-        self._server = self._thread = None
-        self._sock = None
+        self._http.stop()
