@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     data_dir: Path = DEFAULT_DATA_DIR
     database_url: str = ""
     """Empty means the embedded default: a SQLite file under `data_dir`."""
+    db_pool_size: int = Field(20, ge=1, le=500)
+    """Postgres connections kept open per process (each live run writes its journal through it)."""
+    db_max_overflow: int = Field(30, ge=0, le=1000)
+    db_pool_timeout_s: float = Field(30.0, gt=0)
     secret_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     """Comma-separated Fernet keys: the first encrypts, all decrypt."""
     admin_token: SecretStr | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ from app.apikeys.service import api_key_service
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.errors import add_error_handlers, error_body
+from app.kit.tokens import count_tokens
 from app.ops.metrics import Metrics, install_http_middleware
 from app.runtime import Runtime
 from app.security.auth import BearerPrecheck
@@ -54,6 +56,7 @@ def create_app(
         app.state.runtime = runtime
         try:
             await seed_admin_key(app, settings)
+            await asyncio.to_thread(count_tokens, "warm up")  # loads o200k_base (~0.7 s) now
             yield
         finally:
             await runtime.aclose()

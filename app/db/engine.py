@@ -18,7 +18,14 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
         _enable_sqlite_foreign_keys(engine)
         return engine
-    return create_async_engine(url, pool_pre_ping=True, **kwargs)
+    return create_async_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout=settings.db_pool_timeout_s,
+        **kwargs,
+    )
 
 
 def _enable_sqlite_foreign_keys(engine: AsyncEngine) -> None:
