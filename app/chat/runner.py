@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.chat.hub import CANCEL_PREFIX, CHANNEL, RunHub
-from app.chat.journal import JournalWriter
+from app.chat.journal import JournalBatcher, JournalWriter
 from app.chat.loop import ReactRun, RunDeps, RunInput
 from app.chat.models import Conversation, Message, Run
 from app.chat.repository import ConversationRepository, RunRepository
@@ -113,6 +113,9 @@ class RunManager:
         self.llm = llm
         self.on_finished = on_finished
         self.active: dict[uuid.UUID, ActiveRun] = {}
+        self.journal = JournalBatcher(
+            sessionmaker=sessionmaker, hub=hub, notify=not settings.is_sqlite
+        )
         hub.on_cancel = self._cancel_local
 
     # --- start ---------------------------------------------------------------------------
@@ -202,12 +205,7 @@ class RunManager:
     # --- execute -------------------------------------------------------------------------
 
     async def _execute(self, active: ActiveRun, inp: RunInput) -> None:
-        journal = JournalWriter(
-            run_id=active.run_id,
-            sessionmaker=self.sessionmaker,
-            hub=self.hub,
-            notify=not self.settings.is_sqlite,
-        )
+        journal = JournalWriter(run_id=active.run_id, batcher=self.journal)
         deps = RunDeps(
             settings=self.settings, backends=self.backends, llm=self._llm(), cancel=active.cancel
         )
@@ -297,3 +295,4 @@ class RunManager:
         tasks = [a.task for a in self.active.values() if a.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=10)
+        await self.journal.aclose()
