@@ -54,15 +54,16 @@ class JournalBatcher:
         self._queue: list[_Pending] = []
         self._task: asyncio.Task[None] | None = None
 
-    async def append(
+    def enqueue(
         self, run_id: uuid.UUID, seq: int, kind: str, data: dict[str, Any], also: Also | None
-    ) -> None:
-        """Returns once the event is committed; raises what storing it raised."""
+    ) -> asyncio.Future[None]:
+        """Queue one event; the future resolves once it is committed (or fails as storing it did).
+        Events are committed in the order they were queued."""
         pending = _Pending(run_id=run_id, seq=seq, kind=kind, data=data, also=also)
         self._queue.append(pending)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain(), name="journal-batcher")
-        await pending.done
+        return pending.done
 
     async def _drain(self) -> None:
         while self._queue:
@@ -113,8 +114,10 @@ class JournalWriter:
         """The redacted form of the event last passed to `write` (even if storing it failed)."""
         self._batcher = batcher
 
-    async def write(self, event: RunEvent, *, also: Also | None = None) -> tuple[int, RunEvent]:
-        """Persist one event; returns (seq, redacted event).
+    def submit(
+        self, event: RunEvent, *, also: Also | None = None
+    ) -> tuple[int, RunEvent, asyncio.Future[None]]:
+        """Number, redact and queue one event: (seq, redacted event, committed future).
 
         `also` runs in the same transaction (the run's final state goes with its last event,
         so a reader never sees a finished run without its final event).
@@ -123,5 +126,11 @@ class JournalWriter:
         clean = event_from_record(event.kind, data)
         self.seq += 1
         self.last_clean = clean
-        await self._batcher.append(self.run_id, self.seq, event.kind, data, also)
-        return self.seq, clean
+        stored = self._batcher.enqueue(self.run_id, self.seq, event.kind, data, also)
+        return self.seq, clean, stored
+
+    async def write(self, event: RunEvent, *, also: Also | None = None) -> tuple[int, RunEvent]:
+        """Persist one event and wait for it: (seq, redacted event)."""
+        seq, clean, stored = self.submit(event, also=also)
+        await stored
+        return seq, clean

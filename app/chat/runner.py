@@ -40,6 +40,7 @@ logger = logging.getLogger("quiver.runs")
 RUN_STALE_AFTER = timedelta(minutes=15)
 """Longer than any model call plus tool call, with retries (both default to ≤ 2 minutes)."""
 Published = tuple[int, RunEvent]
+Submitted = tuple[int, RunEvent, "asyncio.Future[None]"]
 
 
 @dataclass(eq=False)
@@ -211,12 +212,16 @@ class RunManager:
         )
         run = ReactRun(deps=deps, inp=inp)
         terminal: RunEvent | None = None
+        # The loop does not wait for the journal: events are queued for storage in order, and
+        # a publisher sends each one as soon as it is committed.
+        stored: asyncio.Queue[Submitted | None] = asyncio.Queue()
+        publisher = asyncio.create_task(self._publish_in_order(active, stored))
         try:
             async for event in run.events():
                 if event.kind in TERMINAL_KINDS:
                     terminal = event  # written after the conversation is persisted
                 else:
-                    active.publish(await journal.write(event))
+                    stored.put_nowait(journal.submit(event))
         except Exception as exc:  # the run's one exception boundary: journal it, typed
             logger.exception("run %s failed", active.run_id)
             terminal = RunFailed(
@@ -224,6 +229,9 @@ class RunManager:
                     code="internal_error", message=redact_text(f"{type(exc).__name__}: {exc}")
                 )
             )
+        finally:
+            stored.put_nowait(None)
+            await publisher
         if terminal is None:
             terminal = RunFailed(
                 error=ErrorInfo(
@@ -242,6 +250,18 @@ class RunManager:
             self.active.pop(active.run_id, None)
             if self.on_finished is not None:
                 self.on_finished(run.status if terminal.kind == "run_finished" else "failed")
+
+    async def _publish_in_order(
+        self, active: ActiveRun, stored: asyncio.Queue[Submitted | None]
+    ) -> None:
+        while (item := await stored.get()) is not None:
+            seq, clean, committed = item
+            try:
+                await committed
+            except Exception:
+                # Still sent: a live client must not stall on an event storage refused.
+                logger.exception("could not store event %d of run %s", seq, active.run_id)
+            active.publish((seq, clean))
 
     def _settler(
         self, active: ActiveRun, run: ReactRun, terminal: RunEvent
