@@ -29,6 +29,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         port=args.port or settings.port,
         log_config=None,
         proxy_headers=True,
+        timeout_keep_alive=settings.keep_alive_s,
     )
     return 0
 

@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535)
     log_level: str = "INFO"
     sse_ping_s: float = Field(15.0, gt=0)
+    keep_alive_s: int = Field(75, ge=1, le=3600)
+    """Idle keep-alive: above typical load-balancer idle timeouts (60 s), so a client never
+    reuses a connection the server is closing at that moment."""
 
     @field_validator("secret_keys", mode="before")
     @classmethod
