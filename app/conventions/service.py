@@ -5,17 +5,15 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conventions.models import Convention
+from app.conventions.recall import normalize_directory
 from app.conventions.repository import ConventionRepository
 from app.conventions.schemas import ConventionCreate, ConventionUpdate
 from app.kit.crud import CrudService
 
 
-def normalize_directory(directory: str | None) -> str | None:
-    """`./src/api/` and `src\\api` are both stored as `src/api`; `.`/`/` mean project root ("")."""
-    if directory is None:
-        return None
-    parts = [p for p in directory.replace("\\", "/").split("/") if p not in ("", ".")]
-    return "/".join(parts)
+def _stored_directory(directory: str | None) -> str | None:
+    """Null stays the language level; any path is stored normalised (`./src/api/` → `src/api`)."""
+    return None if directory is None else normalize_directory(directory)
 
 
 class ConventionService(CrudService[Convention]):
@@ -25,7 +23,7 @@ class ConventionService(CrudService[Convention]):
 
     async def create(self, session: AsyncSession, data: ConventionCreate) -> Convention:
         row = Convention(**data.model_dump())
-        row.directory = normalize_directory(row.directory)
+        row.directory = _stored_directory(row.directory)
         return await self.save(session, row)
 
     async def update(
@@ -33,7 +31,7 @@ class ConventionService(CrudService[Convention]):
     ) -> Convention:
         row = await self.get(session, id)
         if "directory" in self.apply(row, data):
-            row.directory = normalize_directory(row.directory)
+            row.directory = _stored_directory(row.directory)
         return await self.save(session, row)
 
 

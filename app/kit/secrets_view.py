@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-MASK = "***"
+from app.security.redact import MASK
 
 
 def mask_values(value: dict[str, Any] | None) -> dict[str, str]:
