@@ -50,6 +50,8 @@ class RunInput:
     agent: Agent
     message: str
     history: list[ChatMessage] = field(default_factory=list)
+    api_key_id: str | None = None
+    user: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -189,7 +191,9 @@ class ReactRun:
 
     async def events(self) -> AsyncIterator[RunEvent]:
         inp = self.inp
-        ctx = CallContext(run_id=inp.run_id, agent_id=str(inp.agent.id))
+        ctx = CallContext(
+            run_id=inp.run_id, agent_id=str(inp.agent.id), api_key_id=inp.api_key_id, user=inp.user
+        )
         toolset = await self._assemble()
         try:
             yield RunStarted(
@@ -221,6 +225,7 @@ class ReactRun:
                 ctx=ctx,
                 timeout_s=self.deps.settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
+                audit=self.deps.backends.tool_audit,
             )
             async for event in self._iterate(toolset, messages, phase):
                 yield event
