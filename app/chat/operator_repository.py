@@ -44,7 +44,7 @@ class RunQueryRepository(RepositoryBase[Run]):
         stmt = select(RunEventRecord.run_id, RunEventRecord.data).where(
             RunEventRecord.run_id.in_(run_ids), RunEventRecord.kind.in_(TERMINAL_KINDS)
         )
-        rows = (await self.session.execute(stmt)).tuples().all()
+        rows = (await self.session.execute(stmt)).all()
         return dict(rows)
 
 
