@@ -287,7 +287,8 @@ async def test_connector_list_counts_actions_instead_of_embedding_them(
     assert all("actions" not in c for c in items.values())
     assert len(resp.content) < 5_000
     one = (await client.get(f"{PATH}/{big['id']}")).json()
-    assert one["action_count"] == 300 and len(one["actions"]) == 300
+    assert one["action_count"] == 300
+    assert len(one["actions"]) == 300
 
 
 async def test_actions_are_paginated(client: httpx.AsyncClient) -> None:
@@ -301,5 +302,6 @@ async def test_actions_are_paginated(client: httpx.AsyncClient) -> None:
     later = (await client.get(actions, params={"limit": 3, "offset": 248})).json()
     assert [a["name"] for a in later["items"]] == ["op_0248", "op_0249"]
     default = (await client.get(actions)).json()
-    assert len(default["items"]) == 50 and default["total"] == 250
+    assert len(default["items"]) == 50
+    assert default["total"] == 250
     assert_error(await client.get(actions, params={"limit": 201}), 422, "Invalid")
