@@ -130,6 +130,9 @@ class RunManager:
             agent = await AgentRepository(session).get(req.agent_id)
             if agent is None or not principal.may_use(agent.id):
                 raise NotFound(f"agent {str(req.agent_id)!r} not found")
+            # First, before any row that references the key: its lock orders concurrent starts.
+            # A refusal below rolls the count back with everything else.
+            await count_run_start(session, principal)
             conversations = ConversationRepository(session)
             if req.conversation_id is not None:
                 stmt = (
@@ -158,7 +161,6 @@ class RunManager:
                 session.add(conversation)
                 await session.flush()
                 history = []
-            await count_run_start(session, principal)
             run = Run(
                 conversation_id=conversation.id,
                 agent_id=agent.id,
