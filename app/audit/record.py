@@ -42,7 +42,9 @@ def tool_call_row(
     ctx: CallContext,
     latency_ms: float,
 ) -> ToolCall:
-    """`step` is the progress tracker's step id for the call (its target)."""
+    """`step` is the progress tracker's step id for the call (its target); without one, the
+    result's step or the tool's own target."""
+    step = step or result.step or (tool.target if tool is not None else None)
     args = redact(arguments) if isinstance(arguments, dict) else {"raw": redact(arguments)}
     error = redact_text(result.error or "error")[:_ERROR_CHARS] if not result.ok else None
     return ToolCall(

@@ -50,19 +50,17 @@ class ToolCallSink:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def flush(self) -> None:
-        """Write everything queued so far (and wait for a batch being written)."""
+        """Write everything queued so far, including a batch the writer is inserting now."""
+        if self._task is not None and not self._task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._task)
         while not self._queue.empty():
             await self._write(self._take())
-        if self._task is not None and not self._task.done():
-            await asyncio.sleep(0)
 
     async def aclose(self) -> None:
         self._closed = True
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
         await self.flush()
+        self._task = None
 
     async def _run(self) -> None:
         # Ends when the queue is empty; `record()` starts a new one for the next row.

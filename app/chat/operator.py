@@ -67,9 +67,7 @@ async def list_runs(
 
 async def get_run(session: AsyncSession, principal: Principal, run_id: uuid.UUID) -> RunRead:
     repo = RunQueryRepository(session)
-    run = await repo.get(run_id)
-    principal.check(run, "run", run_id)
-    assert run is not None
+    run = principal.owned(await repo.get(run_id), "run", run_id)
     return _run_read(run, (await repo.terminal_events([run.id])).get(run.id))
 
 
@@ -92,8 +90,7 @@ async def delete_conversation(
 ) -> None:
     """Delete a conversation with its messages, runs and journal; 409 while a run is going."""
     repo = ConversationQueryRepository(session)
-    conversation = await repo.get(conversation_id)
-    principal.check(conversation, "conversation", conversation_id)
+    principal.owned(await repo.get(conversation_id), "conversation", conversation_id)
     if await RunRepository(session).running_in_conversation(conversation_id) is not None:
         raise Conflict(
             "a run is in progress in this conversation; cancel it "

@@ -141,8 +141,7 @@ class RunManager:
                     .with_for_update()
                 )
                 conversation = (await session.execute(stmt)).scalar_one_or_none()
-                principal.check(conversation, "conversation", req.conversation_id)
-                assert conversation is not None
+                conversation = principal.owned(conversation, "conversation", req.conversation_id)
                 if conversation.agent_id != agent.id:
                     raise Invalid("conversation_id: the conversation belongs to another agent")
                 if await self._blocking_run(session, conversation.id):
@@ -314,9 +313,7 @@ class RunManager:
     async def cancel(self, run_id: uuid.UUID, principal: Principal) -> Run:
         async with self.sessionmaker() as session:
             repo = RunRepository(session)
-            run = await repo.get(run_id)
-            principal.check(run, "run", run_id)
-            assert run is not None
+            run = principal.owned(await repo.get(run_id), "run", run_id)
             if run.status == "running":
                 await repo.request_cancel(run_id)
                 if not self.settings.is_sqlite:

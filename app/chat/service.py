@@ -45,7 +45,7 @@ async def ensure_run(
 ) -> None:
     """404 unless the run exists and the caller may see it."""
     async with sessionmaker() as session:
-        principal.check(await RunRepository(session).get(run_id), "run", run_id)
+        principal.owned(await RunRepository(session).get(run_id), "run", run_id)
 
 
 async def replay_stream(
@@ -97,9 +97,9 @@ async def _last_activity(sessionmaker: async_sessionmaker[AsyncSession], run: Ru
 async def get_conversation(
     session: AsyncSession, conversation_id: uuid.UUID, principal: Principal
 ) -> ConversationRead:
-    conversation = await ConversationRepository(session).get(conversation_id)
-    principal.check(conversation, "conversation", conversation_id)
-    assert conversation is not None
+    conversation = principal.owned(
+        await ConversationRepository(session).get(conversation_id), "conversation", conversation_id
+    )
     messages = await ConversationRepository(session).messages(conversation_id)
     runs = await RunRepository(session).runs_of(conversation_id)
     return ConversationRead(

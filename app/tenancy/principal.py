@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Annotated, Protocol
+from typing import Annotated, Protocol, TypeVar
 
 from fastapi import Depends, Header
 
@@ -23,6 +23,9 @@ class Owned(Protocol):
     def api_key_id(self) -> uuid.UUID | None: ...
     @property
     def user(self) -> str | None: ...
+
+
+OwnedRow = TypeVar("OwnedRow", bound=Owned)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,10 +72,12 @@ class Principal:
             return False
         return row.user is None or row.user == self.user
 
-    def check(self, row: Owned | None, label: str, id: uuid.UUID) -> None:
-        """404 for an unknown id and for someone else's, with the same message."""
+    def owned(self, row: OwnedRow | None, label: str, id: uuid.UUID) -> OwnedRow:
+        """The row when the caller may see it; 404 for an unknown id and for someone else's
+        alike, with the same message."""
         if row is None or not self.sees(row):
             raise NotFound(f"{label} {str(id)!r} not found")
+        return row
 
 
 def _user_header(value: str | None) -> str | None:

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, func, or_, select, true
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.apikeys.models import ApiKey
 from app.tenancy.models import RunStart
@@ -26,7 +27,7 @@ def visible_to(model: Any, principal: Principal) -> ColumnElement[bool]:
 
 
 class RunStartRepository:
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
     async def lock_key(self, key_id: uuid.UUID) -> None:
