@@ -32,9 +32,7 @@ class RunStartRepository:
 
     async def lock_key(self, key_id: uuid.UUID) -> None:
         """Serialise run starts of one key across workers (row lock; SQLite has one writer)."""
-        await self.session.execute(
-            select(ApiKey.id).where(ApiKey.id == key_id).with_for_update()
-        )
+        await self.session.execute(select(ApiKey.id).where(ApiKey.id == key_id).with_for_update())
 
     async def prune(self, key_id: uuid.UUID, before: datetime) -> None:
         await self.session.execute(

@@ -37,9 +37,7 @@ def _owner_columns(table: str) -> None:
 
 def _drop_owner_columns(table: str) -> None:
     with op.batch_alter_table(table, schema=None) as batch_op:
-        batch_op.drop_constraint(
-            batch_op.f(f"fk_{table}_api_key_id_api_keys"), type_="foreignkey"
-        )
+        batch_op.drop_constraint(batch_op.f(f"fk_{table}_api_key_id_api_keys"), type_="foreignkey")
         batch_op.drop_index(batch_op.f(f"ix_{table}_api_key_id"))
         batch_op.drop_column("user")
         batch_op.drop_column("api_key_id")
