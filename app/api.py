@@ -6,6 +6,8 @@ from fastapi import APIRouter
 
 from app.agents.router import router as agents_router
 from app.apikeys.router import router as apikeys_router
+from app.audit.router import router as audit_router
+from app.chat.operator_router import router as operator_router
 from app.chat.router import router as chat_router
 from app.connectors.router import router as connectors_router
 from app.conventions.router import router as conventions_router
@@ -30,4 +32,6 @@ def build_api_router() -> APIRouter:
     for router in ADMIN_ROUTERS:
         api.include_router(router, dependencies=[AdminKey])
     api.include_router(chat_router, dependencies=[ChatKey])
+    api.include_router(operator_router, dependencies=[ChatKey])
+    api.include_router(audit_router, dependencies=[ChatKey])
     return api

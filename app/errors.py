@@ -23,6 +23,9 @@ class QuiverError(Exception):
     def kind(self) -> str:
         return type(self).__name__
 
+    def headers(self) -> dict[str, str] | None:
+        return {"WWW-Authenticate": "Bearer"} if self.status_code == 401 else None
+
 
 class NotFound(QuiverError):
     status_code = 404
@@ -42,6 +45,17 @@ class Unauthorized(QuiverError):
 
 class Forbidden(QuiverError):
     status_code = 403
+
+
+class RateLimited(QuiverError):
+    status_code = 429
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str] | None:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class Upstream(QuiverError):
@@ -78,8 +92,9 @@ def _format_validation(errors: list[Any]) -> str:
 def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(QuiverError)
     async def _quiver(_: Request, exc: QuiverError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-        return JSONResponse(error_body(exc.kind, exc.message), exc.status_code, headers=headers)
+        return JSONResponse(
+            error_body(exc.kind, exc.message), exc.status_code, headers=exc.headers()
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

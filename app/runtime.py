@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.audit.sink import ToolCallSink
 from app.chat.hub import RunHub
 from app.chat.runner import RunManager
 from app.config import Settings
@@ -35,6 +36,7 @@ class Runtime:
     sessionmaker: async_sessionmaker[AsyncSession]
     http: httpx.AsyncClient
     audit: AuditSink
+    tool_audit: ToolCallSink
     connectors: ConnectorExecutor
     engines: EngineCache
     databases: DatabaseExecutor
@@ -50,6 +52,7 @@ class Runtime:
         # Pinned connects for tool traffic (egress-checked); the LLM uses it directly too.
         http = new_http_client(settings, strict=False)
         audit = AuditSink(sessionmaker)
+        tool_audit = ToolCallSink(sessionmaker)
         connectors = ConnectorExecutor(http=http, settings=settings, audit=audit)
         engines = EngineCache()
         databases = DatabaseExecutor(engines)
@@ -61,6 +64,7 @@ class Runtime:
             databases=databases,
             mcp=mcp,
             conventions=ConventionRecall(sessionmaker),
+            tool_audit=tool_audit,
         )
         hub = RunHub()
         await hub.start(settings)
@@ -77,6 +81,7 @@ class Runtime:
             sessionmaker=sessionmaker,
             http=http,
             audit=audit,
+            tool_audit=tool_audit,
             connectors=connectors,
             engines=engines,
             databases=databases,
@@ -104,6 +109,7 @@ class Runtime:
             self.mcp.aclose,
             self.connectors.aclose,
             self.audit.aclose,
+            self.tool_audit.aclose,
             self.engines.aclose,
             self.hub.aclose,
             self.http.aclose,

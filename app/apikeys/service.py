@@ -7,10 +7,12 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agents.repository import AgentRepository
 from app.apikeys.models import ApiKey
 from app.apikeys.repository import ApiKeyRepository
 from app.apikeys.schemas import ApiKeyCreate, ApiKeyUpdate
 from app.db.base import utcnow
+from app.errors import Invalid
 from app.kit.crud import CrudService
 
 KEY_PREFIX = "qv_"
@@ -31,17 +33,35 @@ def generate_key() -> str:
     return KEY_PREFIX + pysecrets.token_urlsafe(32)
 
 
+async def _agent_ids(session: AsyncSession, ids: list[uuid.UUID] | None) -> list[str] | None:
+    """Stored as strings; every id must name an existing agent."""
+    if ids is None:
+        return None
+    unique = list(dict.fromkeys(ids))
+    found = {agent.id for agent in await AgentRepository(session).get_many(unique)}
+    missing = [str(i) for i in unique if i not in found]
+    if missing:
+        raise Invalid(f"agent_ids: unknown agent(s) {', '.join(missing)}")
+    return [str(i) for i in unique]
+
+
 class ApiKeyService(CrudService[ApiKey]):
     repository = ApiKeyRepository
     label = "api key"
     unique_name = False
 
     async def create(self, session: AsyncSession, data: ApiKeyCreate) -> tuple[ApiKey, str]:
+        agent_ids = await _agent_ids(session, data.agent_ids)
         key = generate_key()
-        row = await self.add_key(
-            session, key, name=data.name, scopes=list(dict.fromkeys(data.scopes))
+        row = ApiKey(
+            name=data.name,
+            key_hash=hash_key(key),
+            prefix=display_prefix(key),
+            scopes=list(dict.fromkeys(data.scopes)),
+            agent_ids=agent_ids,
+            rate_limit_per_minute=data.rate_limit_per_minute,
         )
-        return row, key
+        return await self.save(session, row), key
 
     async def add_key(
         self, session: AsyncSession, key: str, *, name: str, scopes: list[str]
@@ -51,7 +71,9 @@ class ApiKeyService(CrudService[ApiKey]):
 
     async def update(self, session: AsyncSession, id: uuid.UUID, data: ApiKeyUpdate) -> ApiKey:
         row = await self.get(session, id)
-        self.apply(row, data)
+        changed = self.apply(row, data, skip=frozenset({"agent_ids"}))
+        if "agent_ids" in changed:
+            row.agent_ids = await _agent_ids(session, data.agent_ids)
         return await self.save(session, row)
 
     async def revoke(self, session: AsyncSession, id: uuid.UUID) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from app.agents.models import Agent
+from app.audit.record import tool_call_row
 from app.chat.context import compact
 from app.chat.selector import llm_selector
 from app.chat.steps import FinalAnswer, NextStep, RunAgain, RunCancelled, Stopped
@@ -50,6 +51,8 @@ class RunInput:
     agent: Agent
     message: str
     history: list[ChatMessage] = field(default_factory=list)
+    api_key_id: str | None = None
+    user: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -124,7 +127,21 @@ class ReactRun:
             return
 
         async def call_tool(_call_id: str, name: str, args: dict[str, Any]) -> ToolResult:
-            return await toolset.call(name, args, ctx, active_only=False)
+            started = time.perf_counter()
+            result = await toolset.call(name, args, ctx, active_only=False)
+            if self.deps.backends.tool_audit is not None:  # audited like the model's calls
+                self.deps.backends.tool_audit.record(
+                    tool_call_row(
+                        name=name,
+                        arguments=args,
+                        tool=toolset.full_tools().get(name),
+                        step=None,
+                        result=result,
+                        ctx=ctx,
+                        latency_ms=(time.perf_counter() - started) * 1000,
+                    )
+                )
+            return result
 
         result = await self._guard(
             prehydrate(
@@ -189,7 +206,9 @@ class ReactRun:
 
     async def events(self) -> AsyncIterator[RunEvent]:
         inp = self.inp
-        ctx = CallContext(run_id=inp.run_id, agent_id=str(inp.agent.id))
+        ctx = CallContext(
+            run_id=inp.run_id, agent_id=str(inp.agent.id), api_key_id=inp.api_key_id, user=inp.user
+        )
         toolset = await self._assemble()
         try:
             yield RunStarted(
@@ -221,6 +240,7 @@ class ReactRun:
                 ctx=ctx,
                 timeout_s=self.deps.settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
+                audit=self.deps.backends.tool_audit,
             )
             async for event in self._iterate(toolset, messages, phase):
                 yield event

@@ -17,6 +17,12 @@ class Conversation(IdMixin, TimestampMixin, Base):
         Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
     )
     title: Mapped[str] = mapped_column(String(256), default="")
+    api_key_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("api_keys.id", ondelete="SET NULL"), index=True, default=None
+    )
+    """The key that created it: a chat key sees only its own conversations."""
+    user: Mapped[str | None] = mapped_column(String(256), default=None)
+    """The caller's optional end-user id; when set, requests must carry the same one."""
 
 
 class Message(IdMixin, Base):
@@ -53,6 +59,10 @@ class Run(IdMixin, TimestampMixin, Base):
     usage: Mapped[dict[str, Any]] = mapped_column(default=dict)
     error: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     cancel_requested: Mapped[bool] = mapped_column(default=False)
+    api_key_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("api_keys.id", ondelete="SET NULL"), index=True, default=None
+    )
+    user: Mapped[str | None] = mapped_column(String(256), default=None)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
 
 

@@ -11,6 +11,7 @@ from app.chat.service import ensure_run, get_conversation, live_stream, replay_s
 from app.db.session import SessionDep
 from app.errors import Invalid
 from app.runtime import RuntimeDep
+from app.tenancy.principal import PrincipalDep
 
 
 async def _release_auth_connection(session: SessionDep) -> None:
@@ -31,11 +32,17 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 @router.post(
     "/chat",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}, 503: {}, 409: {}},
+    responses={200: {"content": {"text/event-stream": {}}}, 503: {}, 409: {}, 404: {}, 429: {}},
 )
-async def chat(body: ChatRequest, runtime: RuntimeDep) -> StreamingResponse:
-    """Start a run and stream its events (SSE). Disconnecting does not stop the run."""
-    active, queue = await runtime.runs.start(body)
+async def chat(
+    body: ChatRequest, runtime: RuntimeDep, principal: PrincipalDep
+) -> StreamingResponse:
+    """Start a run and stream its events (SSE). Disconnecting does not stop the run.
+
+    The conversation and run belong to the calling key and to `user` (or `X-Quiver-User`);
+    a key's `rate_limit_per_minute` answers 429 with `Retry-After` when exceeded.
+    """
+    active, queue = await runtime.runs.start(body, principal.with_user(body.user))
     headers = {
         **SSE_HEADERS,
         "X-Run-Id": str(active.run_id),
@@ -56,6 +63,7 @@ async def chat(body: ChatRequest, runtime: RuntimeDep) -> StreamingResponse:
 async def run_events(
     run_id: uuid.UUID,
     runtime: RuntimeDep,
+    principal: PrincipalDep,
     last_event_id: Annotated[str | None, Header()] = None,
     after: Annotated[int | None, Query(ge=0, description="Alternative to Last-Event-ID")] = None,
 ) -> StreamingResponse:
@@ -65,7 +73,7 @@ async def run_events(
         if not last_event_id.strip().isdigit():
             raise Invalid("Last-Event-ID must be an event sequence number")
         start = int(last_event_id)
-    await ensure_run(runtime.sessionmaker, run_id)
+    await ensure_run(runtime.sessionmaker, run_id, principal)
     return StreamingResponse(
         replay_stream(
             runtime.sessionmaker,
@@ -80,15 +88,19 @@ async def run_events(
 
 
 @router.post("/runs/{run_id}/cancel", response_model=CancelResult, responses={404: {}})
-async def cancel_run(run_id: uuid.UUID, runtime: RuntimeDep) -> CancelResult:
+async def cancel_run(
+    run_id: uuid.UUID, runtime: RuntimeDep, principal: PrincipalDep
+) -> CancelResult:
     """Ask a run to stop; it ends with `run_finished {status: cancelled}`."""
-    run = await runtime.runs.cancel(run_id)
+    run = await runtime.runs.cancel(run_id, principal)
     return CancelResult(run_id=run.id, status=run.status, cancel_requested=run.cancel_requested)
 
 
 @router.get(
     "/conversations/{conversation_id}", response_model=ConversationRead, responses={404: {}}
 )
-async def conversation(conversation_id: uuid.UUID, session: SessionDep) -> ConversationRead:
+async def conversation(
+    conversation_id: uuid.UUID, session: SessionDep, principal: PrincipalDep
+) -> ConversationRead:
     """A conversation with its messages (incl. tool calls and results) and runs."""
-    return await get_conversation(session, conversation_id)
+    return await get_conversation(session, conversation_id, principal)

@@ -34,6 +34,8 @@ from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed, event_pay
 from app.llm.client import LlmClient
 from app.llm.types import ChatMessage, Role, ToolCallRequest
 from app.security.redact import redact_text
+from app.tenancy.limits import count_run_start
+from app.tenancy.principal import Principal
 from app.tools.backends import Backends
 
 logger = logging.getLogger("quiver.runs")
@@ -121,11 +123,16 @@ class RunManager:
 
     # --- start ---------------------------------------------------------------------------
 
-    async def _prepare(self, req: ChatRequest) -> tuple[Agent, Run, list[ChatMessage]]:
+    async def _prepare(
+        self, req: ChatRequest, principal: Principal
+    ) -> tuple[Agent, Run, list[ChatMessage]]:
         async with self.sessionmaker() as session:
             agent = await AgentRepository(session).get(req.agent_id)
-            if agent is None:
+            if agent is None or not principal.may_use(agent.id):
                 raise NotFound(f"agent {str(req.agent_id)!r} not found")
+            # First, before any row that references the key: its lock orders concurrent starts.
+            # A refusal below rolls the count back with everything else.
+            await count_run_start(session, principal)
             conversations = ConversationRepository(session)
             if req.conversation_id is not None:
                 stmt = (
@@ -134,8 +141,7 @@ class RunManager:
                     .with_for_update()
                 )
                 conversation = (await session.execute(stmt)).scalar_one_or_none()
-                if conversation is None:
-                    raise NotFound(f"conversation {str(req.conversation_id)!r} not found")
+                conversation = principal.owned(conversation, "conversation", req.conversation_id)
                 if conversation.agent_id != agent.id:
                     raise Invalid("conversation_id: the conversation belongs to another agent")
                 if await self._blocking_run(session, conversation.id):
@@ -145,11 +151,21 @@ class RunManager:
                     )
                 history = history_from_rows(await conversations.messages(conversation.id))
             else:
-                conversation = Conversation(agent_id=agent.id, title=req.message[:80])
+                conversation = Conversation(
+                    agent_id=agent.id,
+                    title=req.message[:80],
+                    api_key_id=principal.key_id,
+                    user=principal.user,
+                )
                 session.add(conversation)
                 await session.flush()
                 history = []
-            run = Run(conversation_id=conversation.id, agent_id=agent.id)
+            run = Run(
+                conversation_id=conversation.id,
+                agent_id=agent.id,
+                api_key_id=principal.key_id,
+                user=principal.user,
+            )
             session.add(run)
             await session.commit()
         return agent, run, history
@@ -179,13 +195,15 @@ class RunManager:
         )
         return False
 
-    async def start(self, req: ChatRequest) -> tuple[ActiveRun, asyncio.Queue[Published]]:
+    async def start(
+        self, req: ChatRequest, principal: Principal
+    ) -> tuple[ActiveRun, asyncio.Queue[Published]]:
         if self.llm is None:
             raise Unavailable(
                 "chat is unavailable: no LLM is configured (set QUIVER_LLM_BASE_URL, and "
                 "QUIVER_LLM_API_KEY / QUIVER_LLM_MODEL as needed)"
             )
-        agent, run, history = await self._prepare(req)
+        agent, run, history = await self._prepare(req, principal)
         active = ActiveRun(run_id=run.id, conversation_id=run.conversation_id)
         queue = active.subscribe()
         self.active[run.id] = active
@@ -195,6 +213,8 @@ class RunManager:
             agent=agent,
             message=req.message,
             history=history,
+            api_key_id=str(principal.key_id),
+            user=principal.user,
         )
         active.task = asyncio.create_task(self._execute(active, inp), name=f"run-{run.id}")
         return active, queue
@@ -290,12 +310,10 @@ class RunManager:
         if active is not None:
             active.cancel.set()
 
-    async def cancel(self, run_id: uuid.UUID) -> Run:
+    async def cancel(self, run_id: uuid.UUID, principal: Principal) -> Run:
         async with self.sessionmaker() as session:
             repo = RunRepository(session)
-            run = await repo.get(run_id)
-            if run is None:
-                raise NotFound(f"run {str(run_id)!r} not found")
+            run = principal.owned(await repo.get(run_id), "run", run_id)
             if run.status == "running":
                 await repo.request_cancel(run_id)
                 if not self.settings.is_sqlite:

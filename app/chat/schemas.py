@@ -13,6 +13,8 @@ class ChatRequest(Schema):
     agent_id: uuid.UUID
     message: Annotated[str, StringConstraints(min_length=1, max_length=200_000)]
     conversation_id: uuid.UUID | None = None
+    user: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    """The end user of a frontend that shares one key; the conversation becomes theirs."""
 
 
 class MessageRead(Schema):
@@ -38,6 +40,8 @@ class RunSummary(ReadSchema):
 class ConversationRead(ReadSchema):
     agent_id: uuid.UUID
     title: str
+    api_key_id: uuid.UUID | None
+    user: str | None
     messages: list[MessageRead]
     runs: list[RunSummary]
 
@@ -46,3 +50,29 @@ class CancelResult(Schema):
     run_id: uuid.UUID
     status: str
     cancel_requested: bool
+
+
+class RunRead(ReadSchema):
+    """A run as the operator routes show it."""
+
+    conversation_id: uuid.UUID
+    agent_id: uuid.UUID
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    iterations: int
+    usage: dict[str, Any]
+    reason: str | None
+    """Why it stopped (progress tracker), or the failure's message."""
+    escalated: bool
+    error: dict[str, Any] | None
+    cancel_requested: bool
+    api_key_id: uuid.UUID | None
+    user: str | None
+
+
+class ConversationSummary(ReadSchema):
+    agent_id: uuid.UUID
+    title: str
+    api_key_id: uuid.UUID | None
+    user: str | None

@@ -16,8 +16,8 @@ from app.chat.runner import RUN_STALE_AFTER, ActiveRun, Published
 from app.chat.schemas import ConversationRead, MessageRead, RunSummary
 from app.chat.sse import PING, event_frame, frame
 from app.db.base import utcnow
-from app.errors import NotFound
 from app.events import TERMINAL_KINDS
+from app.tenancy.principal import Principal
 
 _POLL_S = 1.0
 
@@ -40,10 +40,12 @@ async def live_stream(
         active.unsubscribe(queue)
 
 
-async def ensure_run(sessionmaker: async_sessionmaker[AsyncSession], run_id: uuid.UUID) -> None:
+async def ensure_run(
+    sessionmaker: async_sessionmaker[AsyncSession], run_id: uuid.UUID, principal: Principal
+) -> None:
+    """404 unless the run exists and the caller may see it."""
     async with sessionmaker() as session:
-        if await RunRepository(session).get(run_id) is None:
-            raise NotFound(f"run {str(run_id)!r} not found")
+        principal.owned(await RunRepository(session).get(run_id), "run", run_id)
 
 
 async def replay_stream(
@@ -92,10 +94,12 @@ async def _last_activity(sessionmaker: async_sessionmaker[AsyncSession], run: Ru
         return await RunRepository(session).last_activity(run)
 
 
-async def get_conversation(session: AsyncSession, conversation_id: uuid.UUID) -> ConversationRead:
-    conversation = await ConversationRepository(session).get(conversation_id)
-    if conversation is None:
-        raise NotFound(f"conversation {str(conversation_id)!r} not found")
+async def get_conversation(
+    session: AsyncSession, conversation_id: uuid.UUID, principal: Principal
+) -> ConversationRead:
+    conversation = principal.owned(
+        await ConversationRepository(session).get(conversation_id), "conversation", conversation_id
+    )
     messages = await ConversationRepository(session).messages(conversation_id)
     runs = await RunRepository(session).runs_of(conversation_id)
     return ConversationRead(
@@ -104,6 +108,8 @@ async def get_conversation(session: AsyncSession, conversation_id: uuid.UUID) ->
         updated_at=conversation.updated_at,
         agent_id=conversation.agent_id,
         title=conversation.title,
+        api_key_id=conversation.api_key_id,
+        user=conversation.user,
         messages=[MessageRead.model_validate(m) for m in messages],
         runs=[RunSummary.model_validate(r) for r in runs],
     )

@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.agents.config import StepIteration
+from app.audit.record import tool_call_row
 from app.chat.steps import NextStep, RunAgain, Stopped
 from app.events import RunEvent, ToolCallEvent, ToolResultEvent, ToolsLoaded
 from app.llm.types import ChatMessage, ToolCallRequest
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.progress import ProgressTracker, Stop, step_id_for
 from app.security.redact import redact_text
+from app.tools.backends import ToolAuditBackend
 from app.tools.base import CallContext, ToolResult
 
 
@@ -30,6 +32,8 @@ class ToolPhase:
     skipped: dict[str, str] = field(default_factory=dict)
     """step id → reason, for `skip_step`: later calls to that target are refused."""
     outcome: NextStep = field(default_factory=RunAgain)
+    audit: ToolAuditBackend | None = None
+    """Where every call's audit row goes (none in unit tests of the phase)."""
 
     def __post_init__(self) -> None:
         if self.step_iteration is not None:
@@ -79,7 +83,20 @@ class ToolPhase:
                 result = ToolResult.fail(
                     f"Tool {call.name!r} timed out after {self.timeout_s:g}s", retryable=True
                 )
-        return index, result, (time.perf_counter() - start) * 1000
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        if self.audit is not None:
+            self.audit.record(
+                tool_call_row(
+                    name=call.name,
+                    arguments=args if args is not None else call.arguments,
+                    tool=self.toolset.full_tools().get(call.name),
+                    step=result.step or step,
+                    result=result,
+                    ctx=self.ctx,
+                    latency_ms=elapsed_ms,
+                )
+            )
+        return index, result, elapsed_ms
 
     async def run(
         self, calls: list[ToolCallRequest], iteration: int, messages: list[ChatMessage]

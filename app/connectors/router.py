@@ -14,12 +14,14 @@ from app.connectors.schemas import (
     ConnectorImport,
     ConnectorImported,
     ConnectorRead,
+    ConnectorSummary,
     ConnectorUpdate,
 )
 from app.connectors.service import connector_service as service
 from app.db.session import SessionDep
 from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
-from app.kit.schemas import ToolCallResult
+from app.kit.pagination import PageDep
+from app.kit.schemas import Page, ToolCallResult
 from app.runtime import RuntimeDep
 
 router = APIRouter(prefix="/connectors", tags=["connectors"])
@@ -37,14 +39,24 @@ async def import_connector(body: ConnectorImport, session: SessionDep) -> Any:
 
 
 add_crud_routes(
-    router, service=service, create=ConnectorCreate, update=ConnectorUpdate, read=ConnectorRead
+    router,
+    service=service,
+    create=ConnectorCreate,
+    update=ConnectorUpdate,
+    read=ConnectorRead,
+    list_read=ConnectorSummary,
 )
 
 
-@router.get("/{id}/actions", response_model=list[ActionRead], responses=ERROR_RESPONSES)
-async def list_actions(id: uuid.UUID, session: SessionDep) -> Any:
-    """List a connector's actions."""
-    return (await service.get(session, id)).actions
+@router.get("/{id}/actions", response_model=Page[ActionRead], responses=ERROR_RESPONSES)
+async def list_actions(id: uuid.UUID, session: SessionDep, page: PageDep) -> Any:
+    """List a connector's actions by name (paginated: `limit` ≤ 200, `offset`, `total`)."""
+    items, total = await service.list_actions(
+        session, id, limit=page.limit, offset=page.offset
+    )
+    return Page(
+        items=[ActionRead.model_validate(a) for a in items], total=total, **vars(page)
+    )
 
 
 @router.post(

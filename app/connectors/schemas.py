@@ -131,7 +131,22 @@ class ConnectorUpdate(Schema):
     timeout_s: Annotated[float, Field(gt=0, le=300)] | None = None
 
 
-class ConnectorRead(ReadSchema):
+_SUMMARY_FIELDS = (
+    "id",
+    "created_at",
+    "updated_at",
+    "name",
+    "description",
+    "base_url",
+    "auth_type",
+    "auth_config",
+    "timeout_s",
+)
+
+
+class ConnectorSummary(ReadSchema):
+    """A connector in lists: its actions are counted, not embedded (`/{id}/actions` pages them)."""
+
     name: str
     description: str
     base_url: str
@@ -139,6 +154,23 @@ class ConnectorRead(ReadSchema):
     auth_config: dict[str, Any]
     has_credentials: bool
     timeout_s: float
+    action_count: int
+
+    @classmethod
+    def of(cls, connector: Any, action_count: int) -> ConnectorSummary:
+        fields = {k: getattr(connector, k) for k in _SUMMARY_FIELDS}
+        return cls.model_validate(
+            {
+                **fields,
+                "has_credentials": bool(connector.credentials),
+                "action_count": action_count,
+            }
+        )
+
+
+class ConnectorRead(ConnectorSummary):
+    """One connector with its actions embedded."""
+
     actions: list[ActionRead]
 
     @model_validator(mode="before")
@@ -146,19 +178,12 @@ class ConnectorRead(ReadSchema):
     def _mask(cls, obj: Any) -> Any:
         if isinstance(obj, dict):
             return obj
-        fields = (
-            "id",
-            "created_at",
-            "updated_at",
-            "name",
-            "description",
-            "base_url",
-            "auth_type",
-            "auth_config",
-            "timeout_s",
-            "actions",
-        )
-        return {**{k: getattr(obj, k) for k in fields}, "has_credentials": bool(obj.credentials)}
+        fields = {k: getattr(obj, k) for k in (*_SUMMARY_FIELDS, "actions")}
+        return {
+            **fields,
+            "has_credentials": bool(obj.credentials),
+            "action_count": len(obj.actions),
+        }
 
 
 class ConnectorImported(ConnectorRead):

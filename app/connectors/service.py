@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import builtins
 import uuid
 
 from pydantic import ValidationError
@@ -7,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.connectors.models import Connector, ConnectorAction
 from app.connectors.openapi import parse_openapi
-from app.connectors.repository import ConnectorRepository
+from app.connectors.repository import ConnectorActionRepository, ConnectorRepository
 from app.connectors.schemas import (
     ActionCreate,
     ActionTestRequest,
@@ -16,6 +17,7 @@ from app.connectors.schemas import (
     ConnectorImport,
     ConnectorImported,
     ConnectorRead,
+    ConnectorSummary,
     ConnectorUpdate,
     check_credentials,
     check_parameters_schema,
@@ -72,7 +74,23 @@ class ConnectorService(CrudService[Connector]):
             raise _invalid(exc) from exc
         return await self.save(session, connector)
 
+    async def list(  # type: ignore[override]
+        self, session: AsyncSession, *, limit: int, offset: int
+    ) -> tuple[builtins.list[ConnectorSummary], int]:
+        """Lists stay small: each connector with `action_count`, not its actions."""
+        rows, total = await ConnectorRepository(session).page_with_action_counts(
+            limit=limit, offset=offset
+        )
+        return [ConnectorSummary.of(c, n) for c, n in rows], total
+
     # --- actions (sub-resource) ---
+
+    async def list_actions(
+        self, session: AsyncSession, id: uuid.UUID, *, limit: int, offset: int
+    ) -> tuple[builtins.list[ConnectorAction], int]:
+        if await ConnectorRepository(session).get_by(id=id) is None:
+            raise NotFound(f"{self.label} {str(id)!r} not found")
+        return await ConnectorActionRepository(session).page_of(id, limit=limit, offset=offset)
 
     def find_action(self, connector: Connector, name: str) -> ConnectorAction:
         for action in connector.actions:

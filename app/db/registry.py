@@ -2,6 +2,7 @@
 
 from app.agents import models as agents_models
 from app.apikeys import models as apikeys_models
+from app.audit import models as audit_models
 from app.chat import models as chat_models
 from app.connectors import models as connectors_models
 from app.conventions import models as conventions_models
@@ -9,15 +10,18 @@ from app.databases import models as databases_models
 from app.db.base import Base
 from app.mcp import models as mcp_models
 from app.skills import models as skills_models
+from app.tenancy import models as tenancy_models
 
 __all__ = [
     "Base",
     "agents_models",
     "apikeys_models",
+    "audit_models",
     "chat_models",
     "connectors_models",
     "conventions_models",
     "databases_models",
     "mcp_models",
     "skills_models",
+    "tenancy_models",
 ]

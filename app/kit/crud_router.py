@@ -61,16 +61,19 @@ def add_crud_routes(
     update: type[BaseModel],
     read: type[BaseModel],
     after_change: AfterChange | None = None,
+    list_read: type[BaseModel] | None = None,
 ) -> None:
-    """`after_change(runtime, id)` runs after an update or delete (close pools, sessions)."""
+    """`after_change(runtime, id)` runs after an update or delete (close pools, sessions).
+    `list_read` is the list's item schema when it is smaller than `read`."""
     label = service.label
+    item = list_read or read
 
     async def create_item(body: create, session: SessionDep) -> Any:  # type: ignore[valid-type]
         return read.model_validate(await service.create(session, body))
 
     async def list_items(session: SessionDep, page: PageDep) -> Any:
         items, total = await service.list(session, limit=page.limit, offset=page.offset)
-        return {"items": [read.model_validate(i) for i in items], "total": total, **vars(page)}
+        return {"items": [item.model_validate(i) for i in items], "total": total, **vars(page)}
 
     async def get_item(id: uuid.UUID, session: SessionDep) -> Any:
         return read.model_validate(await service.get(session, id))
@@ -105,7 +108,7 @@ def add_crud_routes(
         "",
         list_items,
         methods=["GET"],
-        response_model=Page[read],  # type: ignore[valid-type]
+        response_model=Page[item],  # type: ignore[valid-type]
         summary=f"List {label}s (paginated)",
     )
     router.add_api_route(

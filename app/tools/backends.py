@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from app.audit.models import ToolCall
 from app.config import Settings
 from app.connectors.models import Connector, ConnectorAction
 from app.databases.models import DatabaseConnector
@@ -47,6 +48,10 @@ class ConventionBackend(Protocol):
     ) -> ToolResult: ...
 
 
+class ToolAuditBackend(Protocol):
+    def record(self, row: ToolCall) -> None: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class Backends:
     settings: Settings
@@ -55,3 +60,5 @@ class Backends:
     databases: DatabaseBackend
     mcp: McpBackend
     conventions: ConventionBackend
+    tool_audit: ToolAuditBackend | None = None
+    """The audit of every tool call a run makes."""

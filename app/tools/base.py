@@ -72,6 +72,8 @@ class CallContext:
 
     run_id: str | None = None
     agent_id: str | None = None
+    api_key_id: str | None = None
+    user: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 

@@ -154,3 +154,32 @@ async def test_api_keys_need_admin(app: FastAPI, client: httpx.AsyncClient) -> N
     ) as chat_client:
         assert_error(await chat_client.post(PATH, json={"name": "escalate"}), 403, "Forbidden")
         assert_error(await chat_client.get(PATH), 403, "Forbidden")
+
+
+async def test_agent_ids_and_rate_limit_are_set_patched_and_cleared(
+    client: httpx.AsyncClient,
+) -> None:
+    agent = await create(client, ADMIN_ROUTE, {"name": "limited_agent"})
+    created = await create(
+        client,
+        PATH,
+        {"name": "fe", "agent_ids": [agent["id"], agent["id"]], "rate_limit_per_minute": 10},
+    )
+    assert (created["agent_ids"], created["rate_limit_per_minute"]) == ([agent["id"]], 10)
+    path = f"{PATH}/{created['id']}"
+    resp = await client.patch(path, json={"agent_ids": None, "rate_limit_per_minute": None})
+    assert resp.status_code == 200, resp.text
+    assert (resp.json()["agent_ids"], resp.json()["rate_limit_per_minute"]) == (None, None)
+    resp = await client.patch(path, json={"agent_ids": []})
+    assert resp.json()["agent_ids"] == []
+    ghost = "00000000-0000-4000-8000-000000000000"
+    assert_error(
+        await client.patch(path, json={"agent_ids": [ghost]}), 422, "Invalid", mentions=[ghost]
+    )
+    assert (await client.get(path)).json()["agent_ids"] == []
+    assert_error(
+        await client.post(PATH, json={"name": "x", "agent_ids": ["not-a-uuid"]}),
+        422,
+        "Invalid",
+        mentions=["agent_ids"],
+    )

@@ -448,6 +448,8 @@ async def test_escalate_stops_the_run_flagged_for_a_human(
     journal = await replay(live, events[0].data["run_id"])
     assert of_kind(journal, "step_limit_reached") == of_kind(events, "step_limit_reached")
     assert journal[-1].data["escalated"] is True
+    run = (await live.get(f"/api/v1/runs/{events[0].data['run_id']}")).json()
+    assert (run["status"], run["reason"], run["escalated"]) == ("stopped", reason, True)
 
 
 # --- §6.3 pre-hydration ------------------------------------------------------------------------
@@ -541,6 +543,24 @@ async def test_prehydration_resolves_urls_connector_and_skill_refs_before_the_fi
     assert events[-1].data["status"] == "completed"
     journal = await replay(live, events[0].data["run_id"])
     assert of_kind(journal, "pre_hydration_complete") == [events[1].data]
+    # every resolution call is in the tool-call audit, with the kind of resource it reached
+    audit = await audit_rows(live, events[0].data["run_id"], expect=3)
+    assert sorted((c["kind"], c["name"], c["ok"]) for c in audit) == [
+        ("builtin", "http_fetch", True),
+        ("connector", f"{connector['name']}__get_ticket", True),
+        ("skill", "read_skill", True),
+    ]
+
+
+async def audit_rows(live: httpx.AsyncClient, run_id: str, *, expect: int) -> list[Any]:
+    """`GET /tool-calls` of a run, once its `expect` rows are written (off the call path)."""
+    for _ in range(100):
+        page = (await live.get("/api/v1/tool-calls", params={"run_id": run_id})).json()
+        if page["total"] >= expect:
+            rows: list[Any] = page["items"]
+            return rows
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"expected {expect} tool-call rows for run {run_id}")
 
 
 async def test_prehydration_injects_nothing_when_nothing_resolved(

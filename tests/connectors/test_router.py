@@ -205,7 +205,7 @@ async def test_actions_crud(client: httpx.AsyncClient) -> None:
     assert added.status_code == 201, added.text
     assert added.json()["name"] == "create_issue"
     listed = (await client.get(actions)).json()
-    assert [a["name"] for a in listed] == ["create_issue", "get_issue"]
+    assert [a["name"] for a in listed["items"]] == ["create_issue", "get_issue"]
     assert (await client.get(f"{actions}/get_issue")).json()["path"] == GET_ISSUE["path"]
     connector_view = (await client.get(f"{PATH}/{created['id']}")).json()
     assert {a["name"] for a in connector_view["actions"]} == {"create_issue", "get_issue"}
@@ -225,7 +225,7 @@ async def test_actions_crud(client: httpx.AsyncClient) -> None:
     assert resp.status_code == 204
     assert_error(await client.get(f"{actions}/fetch_issue"), 404, "NotFound")
     assert_error(await client.delete(f"{actions}/fetch_issue"), 404, "NotFound")
-    assert [a["name"] for a in (await client.get(actions)).json()] == ["create_issue"]
+    assert [a["name"] for a in (await client.get(actions)).json()["items"]] == ["create_issue"]
 
 
 async def test_action_errors(client: httpx.AsyncClient) -> None:
@@ -264,3 +264,44 @@ async def test_actions_of_unknown_connector_are_404(client: httpx.AsyncClient) -
     assert_error(await client.patch(f"{ghost}/get_issue", json={}), 404, "NotFound")
     assert_error(await client.delete(f"{ghost}/get_issue"), 404, "NotFound")
     assert await total(client, PATH) == 0
+
+
+# --- lists stay small ---
+
+
+def _numbered_action(i: int) -> dict[str, Any]:
+    return {"name": f"op_{i:04d}", "method": "GET", "path": f"/items/{i}"}
+
+
+async def test_connector_list_counts_actions_instead_of_embedding_them(
+    client: httpx.AsyncClient,
+) -> None:
+    big = await create(
+        client, PATH, connector("big", actions=[_numbered_action(i) for i in range(300)])
+    )
+    await create(client, PATH, connector("small", actions=[GET_ISSUE]))
+    resp = await client.get(PATH, params={"limit": 5})
+    assert resp.status_code == 200, resp.text
+    items = {c["name"]: c for c in resp.json()["items"]}
+    assert {n: c["action_count"] for n, c in items.items()} == {"big": 300, "small": 1}
+    assert all("actions" not in c for c in items.values())
+    assert len(resp.content) < 5_000
+    one = (await client.get(f"{PATH}/{big['id']}")).json()
+    assert one["action_count"] == 300
+    assert len(one["actions"]) == 300
+
+
+async def test_actions_are_paginated(client: httpx.AsyncClient) -> None:
+    created = await create(
+        client, PATH, connector(actions=[_numbered_action(i) for i in range(250)])
+    )
+    actions = f"{PATH}/{created['id']}/actions"
+    first = (await client.get(actions, params={"limit": 2})).json()
+    assert [a["name"] for a in first["items"]] == ["op_0000", "op_0001"]
+    assert (first["total"], first["limit"], first["offset"]) == (250, 2, 0)
+    later = (await client.get(actions, params={"limit": 3, "offset": 248})).json()
+    assert [a["name"] for a in later["items"]] == ["op_0248", "op_0249"]
+    default = (await client.get(actions)).json()
+    assert len(default["items"]) == 50
+    assert default["total"] == 250
+    assert_error(await client.get(actions, params={"limit": 201}), 422, "Invalid")

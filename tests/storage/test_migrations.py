@@ -30,7 +30,9 @@ APP_TABLES = {
     "conventions",
     "database_connectors",
     "mcp_servers",
+    "run_starts",
     "skills",
+    "tool_calls",
 }
 
 

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Boolean, DateTime, Float, String, Text, Uuid
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base, IdMixin, utcnow
+
+
+class ToolCall(IdMixin, Base):
+    """Audit row per tool call (arguments redacted). Kept when its run is deleted."""
+
+    __tablename__ = "tool_calls"
+
+    run_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, index=True, default=None)
+    api_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, index=True, default=None)
+    user: Mapped[str | None] = mapped_column(String(256), default=None)
+    agent_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
+    kind: Mapped[str] = mapped_column(String(16), index=True)
+    """connector | database | mcp | skill | builtin."""
+    name: Mapped[str] = mapped_column(String(128), index=True)
+    """The tool name the model called."""
+    target: Mapped[str | None] = mapped_column(String(256), default=None)
+    """What it reached, e.g. `connector:jira/create_issue` (meta-tools name their target)."""
+    arguments: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    ok: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, index=True
+    )

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from app.kit.schemas import Schema
+
+
+class ToolCallRead(Schema):
+    id: uuid.UUID
+    created_at: datetime
+    run_id: uuid.UUID | None
+    api_key_id: uuid.UUID | None
+    user: str | None
+    agent_id: uuid.UUID | None
+    kind: str
+    name: str
+    target: str | None
+    arguments: dict[str, Any]
+    """Redacted."""
+    ok: bool
+    status: str
+    """`ok` or `error`."""
+    error: str | None
+    latency_ms: float

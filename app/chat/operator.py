@@ -1,0 +1,99 @@
+"""Operator views of runs and conversations, scoped to what the caller owns."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.chat.models import Run
+from app.chat.operator_repository import ConversationQueryRepository, RunQueryRepository
+from app.chat.repository import RunRepository
+from app.chat.schemas import ConversationSummary, RunRead
+from app.errors import Conflict
+from app.kit.pagination import PageParams
+from app.kit.schemas import Page
+from app.tenancy.principal import Principal
+
+
+def _run_read(run: Run, terminal: dict[str, Any] | None) -> RunRead:
+    terminal = terminal or {}
+    reason = terminal.get("reason")
+    if reason is None and isinstance(terminal.get("error"), dict):
+        reason = terminal["error"].get("message")
+    return RunRead(
+        id=run.id,
+        created_at=run.created_at,
+        updated_at=run.updated_at,
+        conversation_id=run.conversation_id,
+        agent_id=run.agent_id,
+        status=run.status,
+        started_at=run.created_at,
+        finished_at=run.finished_at,
+        iterations=run.iterations,
+        usage=run.usage,
+        reason=reason,
+        escalated=bool(terminal.get("escalated", False)),
+        error=run.error,
+        cancel_requested=run.cancel_requested,
+        api_key_id=run.api_key_id,
+        user=run.user,
+    )
+
+
+async def list_runs(
+    session: AsyncSession,
+    principal: Principal,
+    page: PageParams,
+    *,
+    agent_id: uuid.UUID | None = None,
+    conversation_id: uuid.UUID | None = None,
+    status: str | None = None,
+) -> Page[RunRead]:
+    repo = RunQueryRepository(session)
+    runs, total = await repo.page(
+        principal,
+        agent_id=agent_id,
+        conversation_id=conversation_id,
+        status=status,
+        limit=page.limit,
+        offset=page.offset,
+    )
+    terminals = await repo.terminal_events([run.id for run in runs])
+    items = [_run_read(run, terminals.get(run.id)) for run in runs]
+    return Page(items=items, total=total, limit=page.limit, offset=page.offset)
+
+
+async def get_run(session: AsyncSession, principal: Principal, run_id: uuid.UUID) -> RunRead:
+    repo = RunQueryRepository(session)
+    run = principal.owned(await repo.get(run_id), "run", run_id)
+    return _run_read(run, (await repo.terminal_events([run.id])).get(run.id))
+
+
+async def list_conversations(
+    session: AsyncSession,
+    principal: Principal,
+    page: PageParams,
+    *,
+    agent_id: uuid.UUID | None = None,
+) -> Page[ConversationSummary]:
+    rows, total = await ConversationQueryRepository(session).page(
+        principal, agent_id=agent_id, limit=page.limit, offset=page.offset
+    )
+    items = [ConversationSummary.model_validate(row) for row in rows]
+    return Page(items=items, total=total, limit=page.limit, offset=page.offset)
+
+
+async def delete_conversation(
+    session: AsyncSession, principal: Principal, conversation_id: uuid.UUID
+) -> None:
+    """Delete a conversation with its messages, runs and journal; 409 while a run is going."""
+    repo = ConversationQueryRepository(session)
+    principal.owned(await repo.get(conversation_id), "conversation", conversation_id)
+    if await RunRepository(session).running_in_conversation(conversation_id) is not None:
+        raise Conflict(
+            "a run is in progress in this conversation; cancel it "
+            "(POST /api/v1/runs/{run_id}/cancel) and delete the conversation when it has ended"
+        )
+    await repo.remove(conversation_id)
