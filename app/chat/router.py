@@ -31,7 +31,7 @@ _SEQ = re.compile(r"[0-9]{1,10}")
 
 
 def parse_last_event_id(value: str) -> int:
-    """A `Last-Event-ID` header: ASCII digits only (not `²`, not `١`), within the seq range."""
+    """A `Last-Event-ID` header: ASCII digits only (not `²`), within the seq range."""
     text = value.strip()
     if not _SEQ.fullmatch(text) or int(text) > MAX_SEQ:
         raise Invalid(f"Last-Event-ID must be an event sequence number from 0 to {MAX_SEQ}")
