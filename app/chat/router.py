@@ -45,7 +45,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 @router.post(
     "/chat",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}, 503: {}, 409: {}},
+    responses={200: {"content": {"text/event-stream": {}}}, 404: {}, 409: {}, 503: {}},
 )
 async def chat(body: ChatRequest, runtime: RuntimeDep) -> StreamingResponse:
     """Start a run and stream its events (SSE). Disconnecting does not stop the run."""
