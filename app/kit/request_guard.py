@@ -90,8 +90,10 @@ class RequestGuard:
         if declared is None and b"transfer-encoding" not in headers:
             await self.app(scope, receive, send)
             return
-        if declared is not None and declared.strip().isdigit() and (
-            int(declared) > self.max_body_bytes
+        if (
+            declared is not None
+            and declared.strip().isdigit()
+            and (int(declared) > self.max_body_bytes)
         ):
             await self._refuse(self._too_large(), scope, receive, send)
             return
