@@ -87,7 +87,8 @@ async def test_docs_reference_only_local_assets_and_they_are_served(
     assert "/openapi.json" in urls
     assert "://" not in html
     for url in urls:
-        assert url.startswith("/") and not url.startswith("//"), url
+        assert url.startswith("/"), url
+        assert not url.startswith("//"), url
         asset = await anon_client.get(url)
         assert asset.status_code == 200, url
         assert len(asset.content) > 100, url
