@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -182,8 +181,8 @@ async def test_chunked_body_without_length_over_the_limit_is_a_413(
 
 @pytest.mark.parametrize(
     "body",
-    [b'{"name": "\xff\xfe"}', b"\xff\xfe{}", b"[" * 2000 + b"]" * 2000, b'{"name": "a'],
-    ids=["invalid-utf8-string", "invalid-utf8", "deep-nesting", "truncated"],
+    [b'{"name": "\xff\xfe"}', b"[" * 2000 + b"]" * 2000],
+    ids=["invalid-utf8-string", "deep-nesting"],
 )
 async def test_unparsable_body_is_a_422(api: httpx.AsyncClient, body: bytes) -> None:
     resp = await api.post(
@@ -206,8 +205,3 @@ async def test_timestamps_are_rfc3339_with_z(api: httpx.AsyncClient) -> None:
     keys = (await api.get("/api/v1/api-keys")).json()["items"]
     assert keys
     assert all(RFC3339_Z.match(k["created_at"]) for k in keys)
-
-
-async def test_unknown_id_is_still_a_404(api: httpx.AsyncClient) -> None:
-    resp = await api.get(f"/api/v1/skills/{uuid.uuid4()}")
-    assert_error(resp, 404, "NotFound")
