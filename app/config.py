@@ -104,6 +104,8 @@ class Settings(BaseSettings):
     keep_alive_s: int = Field(75, ge=1, le=3600)
     """Idle keep-alive: above typical load-balancer idle timeouts (60 s), so a client never
     reuses a connection the server is closing at that moment."""
+    max_body_bytes: int = Field(10_000_000, ge=1024)
+    """Request bodies above this answer 413 before they are parsed (chunked ones too)."""
 
     @field_validator("secret_keys", mode="before")
     @classmethod

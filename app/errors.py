@@ -58,6 +58,10 @@ class RateLimited(QuiverError):
         return {"Retry-After": str(self.retry_after)}
 
 
+class PayloadTooLarge(QuiverError):
+    status_code = 413
+
+
 class Upstream(QuiverError):
     status_code = 502
 
@@ -102,6 +106,8 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # the framework could not parse the body (e.g. nesting depth)
+            return JSONResponse(error_body("Invalid", f"body: {exc.detail}"), 422)
         kinds = {404: "NotFound", 405: "MethodNotAllowed", 401: "Unauthorized", 403: "Forbidden"}
         kind = kinds.get(exc.status_code, "HTTPError")
         return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code)

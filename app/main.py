@@ -17,6 +17,8 @@ from app.apikeys.service import api_key_service
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.errors import add_error_handlers, error_body
+from app.kit.openapi import install_docs
+from app.kit.request_guard import RequestGuard
 from app.kit.tokens import count_tokens
 from app.ops.metrics import Metrics, install_http_middleware
 from app.runtime import Runtime
@@ -67,21 +69,25 @@ def create_app(
         version="0.1.0",
         description="Progressive-disclosure tool gateway for LLM agents.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     metrics = Metrics()
     app.state.metrics = metrics
     add_error_handlers(app)
     app.add_middleware(BearerPrecheck)
+    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
     install_http_middleware(app, metrics)  # outermost: counts and logs every response
     app.include_router(build_api_router())
+    install_docs(app)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:
         """Liveness: the process answers."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"], response_model=None)
+    @app.get("/readyz", tags=["ops"], response_model=None, responses={503: {}})
     async def readyz() -> Response | dict[str, str]:
         """Readiness: storage answers."""
         try:

@@ -25,7 +25,12 @@ async def preview_agent_toolset(
     session: SessionDep,
     runtime: RuntimeDep,
     query: Annotated[
-        str, Query(max_length=20_000, description="The user message to select for")
+        str,
+        Query(
+            max_length=4_000,
+            description="The user message to select for (URL-encoded it stays under the "
+            "HTTP server's request-line limit)",
+        ),
     ] = "",
 ) -> ToolsetPreview:
     """The pipeline preview: modes, prompt, tools as the model sees them, and token savings."""

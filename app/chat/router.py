@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Annotated
 
@@ -25,6 +26,19 @@ async def _release_auth_connection(session: SessionDep) -> None:
     await session.commit()
 
 
+MAX_SEQ = 2**31 - 1
+"""Event sequence numbers are 32-bit integers in the journal."""
+_SEQ = re.compile(r"[0-9]{1,10}")
+
+
+def parse_last_event_id(value: str) -> int:
+    """A `Last-Event-ID` header: ASCII digits only (not `²`), within the seq range."""
+    text = value.strip()
+    if not _SEQ.fullmatch(text) or int(text) > MAX_SEQ:
+        raise Invalid(f"Last-Event-ID must be an event sequence number from 0 to {MAX_SEQ}")
+    return int(text)
+
+
 router = APIRouter(tags=["chat"], dependencies=[Depends(_release_auth_connection)])
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -32,7 +46,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 @router.post(
     "/chat",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}, 503: {}, 409: {}, 404: {}, 429: {}},
+    responses={200: {"content": {"text/event-stream": {}}}, 404: {}, 409: {}, 429: {}, 503: {}},
 )
 async def chat(
     body: ChatRequest, runtime: RuntimeDep, principal: PrincipalDep
@@ -65,14 +79,14 @@ async def run_events(
     runtime: RuntimeDep,
     principal: PrincipalDep,
     last_event_id: Annotated[str | None, Header()] = None,
-    after: Annotated[int | None, Query(ge=0, description="Alternative to Last-Event-ID")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_SEQ, description="Alternative to Last-Event-ID")
+    ] = None,
 ) -> StreamingResponse:
     """Replay a run's journal after `Last-Event-ID`, then follow it live until it ends."""
     start = after or 0
     if last_event_id:
-        if not last_event_id.strip().isdigit():
-            raise Invalid("Last-Event-ID must be an event sequence number")
-        start = int(last_event_id)
+        start = parse_last_event_id(last_event_id)
     await ensure_run(runtime.sessionmaker, run_id, principal)
     return StreamingResponse(
         replay_stream(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import DateTime, event
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
 
@@ -17,6 +21,7 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
         _enable_sqlite_foreign_keys(engine)
+        _utc_sqlite_datetimes(engine)
         return engine
     return create_async_engine(
         url,
@@ -35,6 +40,41 @@ def _enable_sqlite_foreign_keys(engine: AsyncEngine) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.close()
+
+
+class _UtcSqliteDateTime(sqlite.DATETIME):
+    """SQLite keeps `DateTime(timezone=True)` as text without an offset: store UTC, read back
+    aware UTC datetimes (Postgres does the same), so timestamps render as RFC 3339 with `Z`."""
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        process = super().bind_processor(dialect)
+        if process is None:  # pragma: no cover - the SQLite type always has one
+            return None
+
+        def to_utc(value: Any) -> Any:
+            if isinstance(value, datetime) and value.tzinfo is not None:
+                value = value.astimezone(UTC)
+            return process(value)
+
+        return to_utc
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
+        process = super().result_processor(dialect, coltype)
+        if not self.timezone or process is None:
+            return process
+
+        def aware(value: Any) -> Any:
+            result = process(value)
+            if isinstance(result, datetime) and result.tzinfo is None:
+                return result.replace(tzinfo=UTC)
+            return result
+
+        return aware
+
+
+def _utc_sqlite_datetimes(engine: AsyncEngine) -> None:
+    dialect = engine.sync_engine.dialect
+    dialect.colspecs = {**dialect.colspecs, DateTime: _UtcSqliteDateTime}
 
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

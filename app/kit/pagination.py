@@ -6,6 +6,8 @@ from typing import Annotated
 from fastapi import Depends, Query
 
 MAX_LIMIT = 200
+MAX_OFFSET = 2**31 - 1
+"""Beyond any real table; keeps the value inside every store's integer range."""
 
 
 @dataclass(frozen=True)
@@ -15,7 +17,7 @@ class PageParams:
 
 
 def _page_params(
-    limit: int = Query(50, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0)
+    limit: int = Query(50, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=MAX_OFFSET)
 ) -> PageParams:
     return PageParams(limit=limit, offset=offset)
 

@@ -29,7 +29,11 @@ add_crud_routes(
 )
 
 
-@router.post("/{id}/refresh", response_model=McpServerRead, responses=ERROR_RESPONSES)
+@router.post(
+    "/{id}/refresh",
+    response_model=McpServerRead,
+    responses={**ERROR_RESPONSES, 502: {}, 503: {}},
+)
 async def refresh_tools(id: uuid.UUID, session: SessionDep, runtime: RuntimeDep) -> Any:
     """Connect and store the server's tool list (the pipeline builds stubs from it)."""
     return McpServerRead.model_validate(await mcp_server_service.refresh(session, id, runtime.mcp))

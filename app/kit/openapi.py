@@ -1,0 +1,132 @@
+"""The OpenAPI document and `/docs`: every error status declared with the one error shape,
+the bearer scheme declared (Swagger UI's Authorize button), Swagger UI served from the
+`swagger-ui-bundle` package so the page works offline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from starlette.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
+
+DOCS_URL = "/docs"
+ASSETS_URL = "/docs/assets"
+BEARER_SCHEME = "bearerAuth"
+ERROR_SCHEMA_NAME = "Error"
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "title": ERROR_SCHEMA_NAME,
+    "type": "object",
+    "properties": {
+        "error": {"type": "string", "description": "The kind of error, e.g. `NotFound`"},
+        "detail": {"type": "string", "description": "A human message naming the cause"},
+    },
+    "required": ["error", "detail"],
+    "additionalProperties": False,
+}
+
+DESCRIPTIONS: dict[str, str] = {
+    "400": "Bad request",
+    "401": "Missing, invalid or revoked API key",
+    "403": "The API key lacks the scope this route needs",
+    "404": "Unknown id",
+    "409": "Conflict (e.g. duplicate name)",
+    "413": "Request body larger than QUIVER_MAX_BODY_BYTES",
+    "422": "Invalid input (the detail names the field), malformed JSON or a NUL character",
+    "502": "The upstream server failed",
+    "503": "A required back-end is not available",
+}
+_FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def _error_response(status: str, existing: dict[str, Any] | None) -> dict[str, Any]:
+    description = (existing or {}).get("description")
+    if not description or description in {"Validation Error", "Successful Response"}:
+        description = DESCRIPTIONS.get(status, "Error")
+    return {
+        "description": description,
+        "content": {
+            "application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA_NAME}"}}
+        },
+    }
+
+
+def _statuses(path: str, operation: dict[str, Any]) -> set[str]:
+    """The error statuses the guards around every route can answer for this operation."""
+    statuses = {"422"}  # query/path validation, NUL characters anywhere in the request
+    if path.startswith("/api/"):
+        statuses |= {"401", "403"}
+    if "requestBody" in operation:
+        statuses.add("413")
+    if any(p.get("in") == "path" for p in operation.get("parameters", [])):
+        statuses.add("404")
+    return statuses
+
+
+def declare_errors(schema: dict[str, Any]) -> dict[str, Any]:
+    """Rewrite a generated document: every 4xx/5xx uses the `{error, detail}` schema, the
+    guards' statuses are declared on every operation, `/api/` operations need the bearer key."""
+    components = schema.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    for name in _FASTAPI_VALIDATION_SCHEMAS:
+        schemas.pop(name, None)
+    schemas[ERROR_SCHEMA_NAME] = ERROR_SCHEMA
+    components.setdefault("securitySchemes", {})[BEARER_SCHEME] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key: `Authorization: Bearer <key>` (scope admin or chat)",
+    }
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses: dict[str, Any] = operation["responses"]
+            wanted = {s for s in responses if s[:1] in {"4", "5"}} | _statuses(path, operation)
+            for status in sorted(wanted):
+                responses[status] = _error_response(status, responses.get(status))
+            if path.startswith("/api/"):
+                operation["security"] = [{BEARER_SCHEME: []}]
+    return schema
+
+
+def install_docs(app: FastAPI) -> None:
+    """`/openapi.json` with declared errors, and `/docs` from local assets.
+
+    Build the app with `docs_url=None, redoc_url=None` (the defaults load from a CDN).
+    """
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = declare_errors(
+                get_openapi(
+                    title=app.title,
+                    version=app.version,
+                    description=app.description,
+                    routes=app.routes,
+                )
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    app.mount(ASSETS_URL, StaticFiles(directory=str(swagger_ui_path)), name="swagger-ui")
+    redirect_url = f"{DOCS_URL}/oauth2-redirect"
+
+    @app.get(DOCS_URL, include_in_schema=False)
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} - API docs",
+            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS_URL}/favicon-32x32.png",
+            oauth2_redirect_url=redirect_url,
+            swagger_ui_parameters={"persistAuthorization": True},
+        )
+
+    @app.get(redirect_url, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
