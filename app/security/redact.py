@@ -2,13 +2,22 @@
 
 Secrets are registered as they are decrypted (the ORM column types call `register_secret`),
 so any later text that contains one is masked without each call site having to know.
+A secret is registered in every form it can take on the wire or in an upstream's echo of it
+(`wire_forms`: raw, percent-encoded as a path or query value, form-encoded, JSON-escaped);
+the password inside a URL is registered on its own, and basic auth registers the base64 of
+`user:password` (`register_basic`).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import threading
 from typing import Any
+from urllib.parse import quote, quote_plus
+
+from app.security.db_url import url_secrets
 
 MASK = "***"
 _MIN_LEN = 4
@@ -22,16 +31,45 @@ _secrets: set[str] = set()
 _pattern: re.Pattern[str] | None = None
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]+):(?P<pw>[^@/\s]+)@")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+_URL_SAFE = ("", "/", "/:@!$&'()*+,;=")
+"""`quote` safe sets: a query value (httpx, urlencode), a path (`quote` default), a lenient path."""
+
+
+def wire_forms(secret: str) -> set[str]:
+    """Every spelling of `secret` a request, a log line or an upstream's echo may carry."""
+    forms = {secret}
+    for encoded in (*(quote(secret, safe=s) for s in _URL_SAFE), quote_plus(secret, safe="")):
+        forms.add(encoded)
+        forms.add(_PERCENT_ESCAPE.sub(lambda m: m[0].lower(), encoded))
+    for escaped in (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]):
+        forms.add(escaped)
+        forms.add(escaped.replace("/", "\\/"))
+    return forms
 
 
 def register_secret(value: str | None, *, min_len: int = _MIN_LEN) -> None:
-    global _pattern
+    """Register `value` (every wire form of it) and any password inside it if it is a URL."""
     if not value or len(value) < min_len:
         return
+    for part in url_secrets(value):
+        register_secret(part)
+    _add(wire_forms(value))
+
+
+def register_basic(username: str, password: str) -> None:
+    """The `Authorization: Basic` token of these credentials."""
+    token = base64.b64encode(f"{username}:{password}".encode()).decode()
+    _add({token, token.rstrip("=")} if len(token) >= _MIN_LEN_OTHER else set())
+
+
+def _add(forms: set[str]) -> None:
+    global _pattern
     with _lock:
-        if value in _secrets:
+        new = forms - _secrets
+        if not new:
             return
-        _secrets.add(value)
+        _secrets.update(new)
         ordered = sorted(_secrets, key=len, reverse=True)
         _pattern = re.compile("|".join(re.escape(s) for s in ordered))
 
