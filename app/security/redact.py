@@ -28,7 +28,12 @@ mask every `true` in tool output."""
 _CREDENTIAL_KEY = re.compile(r"(?i)token|secret|pass|key|auth|credential|cookie|session|signature")
 _lock = threading.Lock()
 _secrets: set[str] = set()
-_pattern: re.Pattern[str] | None = None
+_CHUNK = 256
+"""Forms per compiled pattern: registering one more secret recompiles only the newest chunk."""
+_sealed: list[re.Pattern[str]] = []
+_open: set[str] = set()
+_compiled: tuple[re.Pattern[str], ...] = ()
+_stale = False
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]+):(?P<pw>[^@/\s]+)@")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
@@ -64,14 +69,59 @@ def register_basic(username: str, password: str) -> None:
 
 
 def _add(forms: set[str]) -> None:
-    global _pattern
+    global _stale
     with _lock:
-        new = forms - _secrets
+        new = {form for form in forms if len(form) >= _MIN_LEN} - _secrets
         if not new:
             return
         _secrets.update(new)
-        ordered = sorted(_secrets, key=len, reverse=True)
-        _pattern = re.compile("|".join(re.escape(s) for s in ordered))
+        _open.update(new)
+        if len(_open) >= _CHUNK:
+            _sealed.append(re.compile(_trie_pattern(_open)))
+            _open.clear()
+        _stale = True
+
+
+def _patterns() -> tuple[re.Pattern[str], ...]:
+    """The compiled patterns, rebuilt lazily (once per burst of registrations)."""
+    global _compiled, _stale
+    if _stale:
+        with _lock:
+            if _stale:
+                newest = (re.compile(_trie_pattern(_open)),) if _open else ()
+                _compiled = (*_sealed, *newest)
+                _stale = False
+    return _compiled
+
+
+def _trie_pattern(words: set[str]) -> str:
+    """One regex for `words` as a prefix tree: it matches the longest word at each position and
+    costs little per character however many words there are (a flat alternation does not)."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _trie_node(root)
+
+
+def _trie_node(node: dict[str, Any]) -> str:
+    branches = []
+    for char, child in sorted(node.items()):
+        if not char:
+            continue
+        literal = [char]
+        while len(child) == 1 and "" not in child:  # a chain of single children: one literal
+            (char, child), = child.items()
+            literal.append(char)
+        branches.append(re.escape("".join(literal)) + _trie_node(child))
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    if "" in node:  # a word may also end here: prefer the longer match, else stop
+        return f"(?:{body})?"
+    return body
 
 
 def register_secrets(value: Any, *, key: str = "") -> None:
@@ -89,8 +139,7 @@ def register_secrets(value: Any, *, key: str = "") -> None:
 def redact_text(text: str) -> str:
     if not text:
         return text
-    pattern = _pattern
-    if pattern is not None:
+    for pattern in _patterns():
         text = pattern.sub(MASK, text)
     text = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
     return _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
