@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.connectors.models import Connector
+from app.security.redact import register_basic, wire_forms
 
 REDACTED = "***"
 _MIN_SECRET_LEN = 4
@@ -52,6 +53,7 @@ def build_auth(connector: Connector) -> AuthParts:
         user = _need(creds, "username", connector)
         password = str(creds.get("password") or "")
         encoded = base64.b64encode(f"{user}:{password}".encode()).decode()
+        register_basic(user, password)
         return AuthParts(headers={"Authorization": f"Basic {encoded}"})
     raise AuthError(f"Connector {connector.name!r} has unknown auth_type {kind!r}")
 
@@ -70,7 +72,7 @@ class Redactor:
     """Replaces known secret values (and their encodings) in text and argument trees."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        found = {s for s in secrets if len(s) >= _MIN_SECRET_LEN}
+        found = {form for s in secrets if len(s) >= _MIN_SECRET_LEN for form in wire_forms(s)}
         self._secrets = sorted(found, key=len, reverse=True)
 
     @classmethod

@@ -18,12 +18,13 @@ import aiomysql
 from pymysql.constants import CLIENT, FIELD_TYPE  # type: ignore[import-untyped,unused-ignore]
 from pymysql.converters import conversions  # type: ignore[import-untyped,unused-ignore]
 from sqlalchemy import event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.databases.models import DatabaseConnector
 from app.databases.readonly import dialect_from_url
 from app.databases.values import number_from_text
+from app.security.db_url import parse_database_url
 
 POOL_SIZE = 5
 MAX_OVERFLOW = 5
@@ -124,7 +125,7 @@ def build_engine(
         # pool's rollback-on-return would be one more round trip for nothing.
         "pool_reset_on_return": None,
     }
-    parsed = make_url(url)
+    parsed = parse_database_url(url)
     if dialect == "postgresql":
         settings = {
             "application_name": "quiver",

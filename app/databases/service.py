@@ -16,17 +16,21 @@ from app.errors import Invalid, NotFound
 from app.kit.crud import CrudService
 from app.kit.schemas import ToolCallResult
 from app.kit.timing import timed_tool_call
+from app.security.db_url import parse_database_url
 from app.tools.backends import DatabaseBackend
 from app.tools.base import CallContext
 
 
 def _dialect(url: str) -> str:
+    """The URL's dialect; a URL the engines could not parse is a 422 that does not echo it."""
     from app.databases.readonly import dialect_from_url
 
     try:
-        return dialect_from_url(url)
+        dialect = dialect_from_url(url)
+        parse_database_url(url)
     except ValueError as exc:
-        raise Invalid(f"url: {exc}") from exc
+        raise Invalid(f"url: {exc}") from None
+    return dialect
 
 
 class DatabaseService(CrudService[DatabaseConnector]):

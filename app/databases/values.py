@@ -10,9 +10,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
-from urllib.parse import unquote
 
-from sqlalchemy.engine import make_url
+from app.security.db_url import url_secrets
+from app.security.redact import wire_forms
 
 _NONE = type(None)
 _PLAIN: frozenset[type] = frozenset({str, int, bool, _NONE})
@@ -20,7 +20,6 @@ _NUMBERS: frozenset[type] = frozenset({float, int, bool, _NONE})
 _FLOAT_DIGITS = 15
 _MAX_MESSAGE_CHARS = 600
 _URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
-_RAW_PASSWORD_RE = re.compile(r"://[^:/@\s]*:([^@\s]+)@")
 _PASSWORD_RE = re.compile(r"(password|passwd|pwd)\s*[=:]\s*\S+", re.IGNORECASE)
 
 
@@ -147,16 +146,8 @@ def _driver_message(exc: BaseException) -> str:
 
 
 def _url_secrets(url: str) -> list[str]:
-    secrets = [url]
-    raw = _RAW_PASSWORD_RE.search(url)
-    if raw:
-        secrets += [raw.group(1), unquote(raw.group(1))]
-    try:
-        parsed = make_url(url)
-    except Exception:
-        return secrets
-    if parsed.password:
-        password = str(parsed.password)
-        secrets += [password, unquote(password)]
+    secrets = {url}
+    for part in url_secrets(url):
+        secrets |= wire_forms(part)
     # Longest first so a password inside the URL is not replaced piecemeal.
     return sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from app.security.db_url import InvalidDatabaseUrl, parse_database_url
 from app.security.redact import MASK
 
 
@@ -14,16 +14,14 @@ def mask_values(value: dict[str, Any] | None) -> dict[str, str]:
 
 
 def mask_url(url: str) -> str:
-    """`postgresql://u:pw@h:5432/db` → `postgresql://u:***@h:5432/db` (no password, no query)."""
+    """`postgresql://u:pw@h:5432/db?sslpassword=x` → `postgresql://u:***@h:5432/db?***`.
+
+    Parsed like the engines parse it; the password and the whole query string are masked, and
+    a URL that does not parse is masked entirely.
+    """
     try:
-        parts = urlsplit(url)
-    except ValueError:
+        parsed = parse_database_url(url)
+    except InvalidDatabaseUrl:
         return MASK
-    if parts.password is None and not parts.query:
-        return url
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
-    if parts.username:
-        netloc = f"{parts.username}:{MASK}@{netloc}"
-    return urlunsplit((parts.scheme, netloc, parts.path, MASK if parts.query else "", ""))
+    shown = parsed.set(query={}).render_as_string(hide_password=True)
+    return f"{shown}?{MASK}" if parsed.query else shown

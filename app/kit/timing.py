@@ -1,4 +1,8 @@
-"""Admin test routes answer with the text the model would see, plus the time it took."""
+"""Admin test routes answer with the text the model would see, plus the time it took.
+
+Every executor's output passes the same redaction step here as in a chat run, so a secret an
+upstream echoes back (an MCP server printing its env, an API reflecting a key) never returns.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import time
 from collections.abc import Awaitable
 
 from app.kit.schemas import ToolCallResult
+from app.security.redact import redact_text
 from app.tools.base import ToolResult
 
 
@@ -14,7 +19,7 @@ async def timed_tool_call(call: Awaitable[ToolResult]) -> ToolCallResult:
     result = await call
     return ToolCallResult(
         ok=result.ok,
-        output=result.output if result.ok else "",
-        error=None if result.ok else result.error,
+        output=redact_text(result.output) if result.ok else "",
+        error=None if result.ok else redact_text(result.error or "error"),
         elapsed_ms=round((time.perf_counter() - start) * 1000, 2),
     )

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import posixpath
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,11 +29,16 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import (
+    MCP_DEFAULT_SSE_READ_TIMEOUT,
+    MCP_DEFAULT_TIMEOUT,
+    McpHttpClientFactory,
+)
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from app.mcp.models import McpServer
+from app.security.pinning import StaticPinnedTransport
 from app.security.redact import redact_text
 
 logger = logging.getLogger(__name__)
@@ -156,8 +161,16 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def build_transport(spec: ServerSpec) -> Transport:
-    """The SDK transport for `spec`; callers check the allow-list and egress first."""
+Pins = Mapping[str, Sequence[object]]
+"""Host name → the addresses the egress guard checked for it (see `pinned_client_factory`)."""
+
+
+def build_transport(spec: ServerSpec, pins: Pins | None = None) -> Transport:
+    """The SDK transport for `spec`; callers check the allow-list and egress first.
+
+    Remote transports connect only to `pins` (what the egress guard checked): the SDK never
+    resolves the host again, so DNS rebinding after the check cannot redirect the session.
+    """
     match spec.transport:
         case "stdio":
             assert spec.command is not None
@@ -167,6 +180,8 @@ def build_transport(spec: ServerSpec) -> Transport:
             return cast(Transport, stdio_client(params))
         case "sse":
             assert spec.url is not None
+            if pins is None:
+                raise McpConfigError("a remote MCP server needs the egress guard's addresses")
             return cast(
                 Transport,
                 sse_client(
@@ -174,21 +189,48 @@ def build_transport(spec: ServerSpec) -> Transport:
                     headers=spec.headers or None,
                     timeout=spec.connect_timeout_s,
                     sse_read_timeout=_STREAM_READ_TIMEOUT_S,
+                    httpx_client_factory=pinned_client_factory(pins),
                 ),
             )
         case "streamable_http":
-            assert spec.url is not None
-            return cast(Transport, _streamable_http(spec))
+            if pins is None:
+                raise McpConfigError("a remote MCP server needs the egress guard's addresses")
+            return cast(Transport, _streamable_http(spec, pinned_client_factory(pins)))
     raise McpConfigError(f"unknown transport {spec.transport!r}; expected one of {TRANSPORTS}")
 
 
+_DEFAULT_TIMEOUT = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+
+
+def pinned_client_factory(pins: Pins) -> McpHttpClientFactory:
+    """The SDK's client factory, with a transport that connects only to the checked addresses
+    (no environment proxies; redirects are left to the SDK, which stays on the origin)."""
+
+    def factory(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            headers=headers,
+            timeout=timeout or _DEFAULT_TIMEOUT,
+            auth=auth,
+            transport=StaticPinnedTransport(pins),
+            trust_env=False,
+        )
+
+    return factory
+
+
 @asynccontextmanager
-async def _streamable_http(spec: ServerSpec) -> AsyncIterator[TransportStreams]:
+async def _streamable_http(
+    spec: ServerSpec, client_factory: McpHttpClientFactory
+) -> AsyncIterator[TransportStreams]:
     assert spec.url is not None
     read = max(_STREAM_READ_TIMEOUT_S, spec.call_timeout_s + 10.0)
     timeout = httpx2.Timeout(spec.connect_timeout_s, read=read)
     async with (
-        create_mcp_http_client(headers=spec.headers or None, timeout=timeout) as http,
+        client_factory(headers=spec.headers or None, timeout=timeout) as http,
         streamable_http_client(spec.url, http_client=http) as streams,
     ):
         yield streams

@@ -29,6 +29,7 @@ from app.mcp.client import (
     McpConfigError,
     McpConnectError,
     McpSession,
+    Pins,
     ServerSpec,
     build_transport,
     check_stdio_command,
@@ -213,11 +214,11 @@ class McpPool:
                 f"MCP server {spec.name!r} is unavailable ({entry.last_error}); "
                 f"next connection attempt in {wait:.1f}s"
             )
-        await self._check_config(spec)
+        pins = await self._check_config(spec)
         try:
             session = await McpSession.open(
                 spec,
-                build_transport(spec),
+                build_transport(spec, pins),
                 on_tools_changed=partial(self._tools_changed, server_id),
             )
         except McpConnectError as exc:
@@ -232,18 +233,20 @@ class McpPool:
         self.connects += 1
         return session
 
-    async def _check_config(self, spec: ServerSpec) -> None:
+    async def _check_config(self, spec: ServerSpec) -> Pins | None:
+        """Refuse a disallowed command or destination; for a URL, the checked addresses."""
         if spec.transport == "stdio":
             check_stdio_command(spec.command, self.settings.mcp_stdio_commands)
-            return
+            return None
         if spec.transport not in ("sse", "streamable_http"):
             raise McpConfigError(f"unknown MCP transport {spec.transport!r}")
         if not spec.url:
             raise McpConfigError(f"MCP server {spec.name!r} has no URL")
         try:
-            await self._guard.check_url(spec.url)
+            target = await self._guard.check_url(spec.url)
         except FetchError as exc:
             raise McpConfigError(f"MCP server {spec.name!r}: {exc}") from None
+        return {target.host: target.addresses}
 
     async def _drop(self, server_id: uuid.UUID, session: McpSession) -> None:
         entry = self._entries.get(server_id)

@@ -4,18 +4,25 @@
 the transport's network backend reads that context variable and opens the TCP connection to
 the checked IP. The URL keeps the host name, so the Host header, TLS SNI, certificate
 verification and the connection pool all work by name, as without the guard.
+
+The MCP SDK speaks `httpx2` (a separate copy of httpx/httpcore) and sends from its own tasks
+for the life of a session, so remote MCP servers get `StaticPinnedTransport` instead: the
+addresses the guard checked when the session was opened are fixed in the transport, and every
+connection the SDK opens (the event stream, each POST, a reconnect) goes to one of them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ssl
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 import httpcore
+import httpcore2
 import httpx
+import httpx2
 
 SslVerify = ssl.SSLContext | bool
 
@@ -91,3 +98,68 @@ class PinnedTransport(httpx.AsyncHTTPTransport):
 def is_pinned_client(client: httpx.AsyncClient) -> bool:
     # httpx exposes no public accessor for a client's transport
     return isinstance(getattr(client, "_transport", None), PinnedTransport)
+
+
+class _StaticPinnedBackend(httpcore2.AsyncNetworkBackend):
+    """Connects a host name only to the addresses checked for it; refuses any other host."""
+
+    def __init__(self, pins: Mapping[str, Sequence[object]]) -> None:
+        self._inner = httpcore2.AnyIOBackend()
+        self._pins = {_host_key(host): tuple(str(a) for a in addresses)
+                      for host, addresses in pins.items()}
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        addresses = self._pins.get(_host_key(host))
+        if not addresses:
+            raise httpcore2.ConnectError(f"{host}:{port} was not checked by the egress guard")
+        last: httpcore2.ConnectError | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except httpcore2.ConnectError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        raise httpcore2.ConnectError("unix sockets are not allowed by the egress guard")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _host_key(host: str) -> str:
+    return host.lower().rstrip(".").removeprefix("[").removesuffix("]")
+
+
+class StaticPinnedTransport(httpx2.AsyncHTTPTransport):
+    """An httpx2 transport that connects each host only to the addresses pinned for it.
+
+    `pins` maps a host name (as in the URL) to the addresses the egress guard checked; the
+    port is not part of the key, so a same-host redirect (http to https) stays pinned too.
+    Environment proxies are never used (a proxy would connect by name).
+    """
+
+    def __init__(self, pins: Mapping[str, Sequence[object]], *, verify: SslVerify = True) -> None:
+        super().__init__(verify=verify, trust_env=False)
+        limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
+        self._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=httpx2.create_ssl_context(verify=verify, trust_env=False),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_StaticPinnedBackend(pins),
+        )
