@@ -26,8 +26,8 @@ from app.llm.client import LlmClient
 from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
 from app.ops.metrics import Metrics
+from app.pipeline.sources.backends import Backends
 from app.security.egress import new_http_client
-from app.tools.backends import Backends
 
 
 @dataclass(kw_only=True)

@@ -157,7 +157,7 @@ async def _time(fn: Any, n: int) -> list[float]:
 async def _dispatch(n: int) -> dict[str, Any]:
     from app.config import Settings
     from app.pipeline.assemble import assemble_toolset
-    from app.tools.backends import Backends
+    from app.pipeline.sources.backends import Backends
     from app.tools.base import CallContext
     from bench.pipeline import QUERY, build_agent, github_tools, skill_content
 

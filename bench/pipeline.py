@@ -34,7 +34,7 @@ from app.pipeline.assemble import assemble_toolset
 from app.pipeline.mode import ResolvedModes
 from app.pipeline.preview import count_prompt_tokens
 from app.skills.models import Skill
-from app.tools.backends import Backends
+from app.pipeline.sources.backends import Backends
 from app.tools.base import ToolResult
 from bench.common import percentile, print_table
 

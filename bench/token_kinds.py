@@ -19,7 +19,7 @@ from app.config import Settings, SkillMode, ToolMode
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.mode import ResolvedModes
 from app.pipeline.preview import count_prompt_tokens
-from app.tools.backends import Backends
+from app.pipeline.sources.backends import Backends
 from bench.common import print_table
 from bench.pipeline import QUERY, _Unused, build_agent, github_tools, skill_content
 

@@ -10,12 +10,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.models import ToolCall
 
 logger = logging.getLogger(__name__)
+
+
+class ToolAuditBackend(Protocol):
+    """What a run's tool phase calls to audit a call (implemented by `ToolCallSink`)."""
+
+    def record(self, row: ToolCall) -> None: ...
 
 
 class ToolCallSink:

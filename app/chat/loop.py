@@ -34,9 +34,9 @@ from app.events import (
 from app.llm.client import LlmClient, LlmError
 from app.llm.types import ChatMessage, Completion, TextDelta, Usage
 from app.pipeline.assemble import assemble_toolset
+from app.pipeline.sources.backends import Backends
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.hydrate import prehydrate, schema_tool_args
-from app.tools.backends import Backends
 from app.tools.base import CallContext, ToolResult
 
 T = TypeVar("T")

@@ -33,10 +33,10 @@ from app.errors import Conflict, Invalid, NotFound, Unavailable
 from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed, event_payload
 from app.llm.client import LlmClient
 from app.llm.types import ChatMessage, Role, ToolCallRequest
+from app.pipeline.sources.backends import Backends
 from app.security.redact import redact_text
 from app.tenancy.limits import count_run_start
 from app.tenancy.principal import Principal
-from app.tools.backends import Backends
 
 logger = logging.getLogger("quiver.runs")
 RUN_STALE_AFTER = timedelta(minutes=15)

@@ -10,13 +10,13 @@ from typing import Any
 
 from app.agents.config import StepIteration
 from app.audit.record import tool_call_row
+from app.audit.sink import ToolAuditBackend
 from app.chat.steps import NextStep, RunAgain, Stopped
 from app.events import RunEvent, ToolCallEvent, ToolResultEvent, ToolsLoaded
 from app.llm.types import ChatMessage, ToolCallRequest
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.progress import ProgressTracker, Stop, step_id_for
 from app.security.redact import redact_text
-from app.tools.backends import ToolAuditBackend
 from app.tools.base import CallContext, ToolResult
 
 

@@ -6,6 +6,7 @@ import uuid
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
 from app.connectors.openapi import parse_openapi
 from app.connectors.repository import ConnectorActionRepository, ConnectorRepository
@@ -25,9 +26,8 @@ from app.connectors.schemas import (
 from app.errors import Conflict, Invalid, NotFound
 from app.kit.crud import CrudService
 from app.kit.schemas import ToolCallResult
-from app.kit.timing import timed_tool_call
-from app.tools.backends import ConnectorBackend
 from app.tools.base import CallContext
+from app.tools.timing import timed_tool_call
 
 
 def _by_name(action: ActionCreate) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -9,6 +11,14 @@ from app.conventions.models import Convention
 from app.conventions.recall import recall_conventions, search_conventions
 from app.conventions.repository import ConventionRepository
 from app.tools.base import ToolResult
+
+
+class ConventionBackend(Protocol):
+    """What the `recall_knowledge` built-in calls (implemented by `ConventionRecall`)."""
+
+    async def recall(
+        self, *, query: str, limit: int, directory: str | None, scope: str | None
+    ) -> ToolResult: ...
 
 
 async def _in_language(session: AsyncSession, language: str) -> list[Convention]:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, model_validator
 
 from app.kit.schemas import ReadSchema, Schema, ShortText, Slug
-from app.kit.secrets_view import mask_url
+from app.security.secrets_view import mask_url
 
 DbUrl = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 MaxRows = Annotated[int, Field(ge=1, le=10_000)]

@@ -6,6 +6,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import flag_modified
 
+from app.databases.backend import DatabaseBackend
 from app.databases.engines import EngineCache
 from app.databases.introspect import introspect, merge_schema
 from app.databases.models import DatabaseConnector
@@ -15,10 +16,9 @@ from app.db.base import utcnow
 from app.errors import Invalid, NotFound
 from app.kit.crud import CrudService
 from app.kit.schemas import ToolCallResult
-from app.kit.timing import timed_tool_call
 from app.security.db_url import parse_database_url
-from app.tools.backends import DatabaseBackend
 from app.tools.base import CallContext
+from app.tools.timing import timed_tool_call
 
 
 def _dialect(url: str) -> str:

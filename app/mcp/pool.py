@@ -68,7 +68,7 @@ class _Entry:
 
 
 class McpPool:
-    """Implements `app.tools.backends.McpBackend`; see the module docstring."""
+    """Implements `app.mcp.backend.McpBackend`; see the module docstring."""
 
     def __init__(
         self,

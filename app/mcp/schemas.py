@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from app.kit.schemas import ReadSchema, Schema, ShortText, Slug
-from app.kit.secrets_view import mask_values
+from app.security.secrets_view import mask_values
 
 Transport = Literal["stdio", "sse", "streamable_http"]
 Url = Annotated[str, StringConstraints(pattern=r"^https?://", max_length=2048)]

@@ -8,13 +8,13 @@ from app.db.base import utcnow
 from app.errors import Invalid
 from app.kit.crud import CrudService
 from app.kit.schemas import ToolCallResult
-from app.kit.timing import timed_tool_call
 from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
 from app.mcp.repository import McpServerRepository
 from app.mcp.schemas import McpCallRequest, McpServerCreate, McpServerUpdate, check_transport
 from app.tools.base import CallContext
 from app.tools.suggest import unknown_name
+from app.tools.timing import timed_tool_call
 from app.tools.validation import invalid_arguments, validate_arguments
 
 

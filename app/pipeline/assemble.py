@@ -18,21 +18,21 @@ from app.databases.models import DatabaseConnector
 from app.mcp.models import McpServer
 from app.pipeline.mode import ResolvedConfig, ResolvedModes, parse_agent_config, resolve_config
 from app.pipeline.selection import LlmSelector, SelectionResult, select_tools
+from app.pipeline.sources import legacy
+from app.pipeline.sources.backends import Backends
+from app.pipeline.sources.builtins import builtin_toolset
+from app.pipeline.sources.meta_connector import connector_meta_toolset
+from app.pipeline.sources.meta_database import database_meta_toolset
+from app.pipeline.sources.meta_mcp import mcp_meta_toolset
+from app.pipeline.sources.meta_read_skill import read_skill_toolset
+from app.pipeline.sources.stubs import skills_inline, skills_section
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.profile import apply_profile
 from app.skills.models import Skill
-from app.tools import legacy
-from app.tools.backends import Backends
 from app.tools.base import Toolset
-from app.tools.builtins import builtin_toolset
 from app.tools.combined import CombinedToolset
-from app.tools.meta.connector import connector_meta_toolset
-from app.tools.meta.database import database_meta_toolset
-from app.tools.meta.mcp import mcp_meta_toolset
-from app.tools.meta.read_skill import read_skill_toolset
 from app.tools.meta.request_tools import RequestToolsToolset
 from app.tools.names import NameAllocator
-from app.tools.stubs import skills_inline, skills_section
 from app.tools.wrappers import ActiveSetToolset, FilteredToolset
 
 KINDS = ("builtin", "connector", "database", "mcp", "skill")

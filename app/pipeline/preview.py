@@ -12,8 +12,8 @@ from app.kit.tokens import count_json_tokens, count_tokens
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.mode import ResolvedModes
 from app.pipeline.selection import LlmSelector, SelectionResult
+from app.pipeline.sources.backends import Backends
 from app.pipeline.toolset import AssembledToolset
-from app.tools.backends import Backends
 
 
 class _Model(BaseModel):

@@ -16,7 +16,7 @@ from app.pipeline.assemble import (
     step_profile,
     step_skills,
 )
-from app.tools.backends import Backends
+from app.pipeline.sources.backends import Backends
 from app.tools.names import NameAllocator
 from tests.fixtures.catalog import full_agent, github, jira, sales, skills, slack
 from tests.fixtures.pipeline import ctx, make_agent, make_settings

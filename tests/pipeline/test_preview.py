@@ -6,7 +6,7 @@ from app.kit.tokens import count_json_tokens, count_tokens
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.mode import ResolvedModes
 from app.pipeline.preview import count_prompt_tokens, preview_toolset
-from app.tools.backends import Backends
+from app.pipeline.sources.backends import Backends
 from tests.fixtures.catalog import full_agent
 from tests.fixtures.pipeline import make_settings
 

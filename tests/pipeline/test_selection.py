@@ -10,7 +10,7 @@ from app.agents.models import Agent
 from app.config import SelectionStrategy
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.selection import LlmSelector, needs_selection, select_tools
-from app.tools.backends import Backends
+from app.pipeline.sources.backends import Backends
 from app.tools.base import ToolDef
 from tests.fixtures.pipeline import (
     ctx,

@@ -16,10 +16,10 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.kit.secrets_view import mask_url
 from app.main import create_app
 from app.ops.logging import JsonFormatter
 from app.security.redact import redact_text, register_basic, register_secret, wire_forms
+from app.security.secrets_view import mask_url
 from tests.conftest import ADMIN_TOKEN
 from tests.connectors.server_app import LocalServer
 from tests.fixtures.crud import assert_error, create

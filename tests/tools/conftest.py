@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from app.tools.backends import Backends
+from app.pipeline.sources.backends import Backends
 from tests.fixtures.pipeline import Recorders, make_backends, make_settings
 
 

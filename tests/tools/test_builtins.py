@@ -10,9 +10,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from app.pipeline.sources.builtins import builtin_toolset
 from app.security.egress import new_http_client
 from app.tools.base import ToolResult
-from app.tools.builtins import builtin_toolset
 from app.tools.function import FunctionToolset
 from app.tools.html_text import html_to_text
 from tests.fixtures.live import serve_app

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from app.tools import legacy
+from app.pipeline.sources import legacy
+from app.pipeline.sources.stubs import connector_stub, mcp_stub
 from app.tools.cache import DERIVED, DerivedCache, row_key
 from app.tools.names import NameAllocator
-from app.tools.stubs import connector_stub, mcp_stub
 from tests.fixtures.pipeline import (
     RecordingConnectors,
     RecordingMcp,

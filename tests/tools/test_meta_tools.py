@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.pipeline.assemble import assemble_toolset
+from app.pipeline.sources.backends import Backends
 from app.pipeline.toolset import AssembledToolset
-from app.tools.backends import Backends
 from tests.fixtures.catalog import full_agent
 from tests.fixtures.pipeline import Recorders, ctx, make_settings
 

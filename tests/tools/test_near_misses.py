@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from app.pipeline.assemble import assemble_toolset
+from app.pipeline.sources.backends import Backends
 from app.pipeline.toolset import AssembledToolset
-from app.tools.backends import Backends
 from app.tools.suggest import did_you_mean, format_choices, unknown_name
 from tests.fixtures.catalog import full_agent
 from tests.fixtures.pipeline import Recorders, ctx, make_settings

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from app.tools.stubs import connector_stub, database_stub, mcp_stub, skill_stub, skills_section
+from app.pipeline.sources.stubs import (
+    connector_stub,
+    database_stub,
+    mcp_stub,
+    skill_stub,
+    skills_section,
+)
 from tests.fixtures.pipeline import (
     make_action,
     make_connector,

@@ -11,18 +11,25 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
+from app.databases.backend import DatabaseBackend
 from app.databases.models import DatabaseConnector
+from app.mcp.backend import McpBackend
 from app.mcp.models import McpServer
-from app.tools.backends import ConnectorBackend, DatabaseBackend, McpBackend
+from app.pipeline.sources.meta_database import (
+    describe_table,
+    find_table,
+    list_tables_text,
+    run_query,
+)
+from app.pipeline.sources.rows import McpToolInfo, mcp_tools, visible_table_names
+from app.pipeline.sources.stubs import connector_key
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.cache import DERIVED, row_key
 from app.tools.function import FunctionTool, FunctionToolset, Handler, with_step
-from app.tools.meta.database import describe_table, find_table, list_tables_text, run_query
 from app.tools.names import NameAllocator, sanitize_tool_name
 from app.tools.render import clip_output, model_schema, one_line
-from app.tools.rows import McpToolInfo, mcp_tools, visible_table_names
-from app.tools.stubs import connector_key
 
 
 def _connector_handler(

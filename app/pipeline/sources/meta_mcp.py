@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from app.mcp.backend import McpBackend
 from app.mcp.models import McpServer
-from app.tools.backends import McpBackend
+from app.pipeline.sources.rows import McpToolInfo, mcp_tools
+from app.pipeline.sources.stubs import mcp_stub
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema
-from app.tools.rows import McpToolInfo, mcp_tools
-from app.tools.stubs import mcp_stub
 from app.tools.suggest import unknown_name
 from app.tools.validation import invalid_arguments, validate_arguments
 

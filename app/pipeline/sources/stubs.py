@@ -7,10 +7,10 @@ from collections.abc import Hashable, Sequence
 from app.connectors.models import Connector
 from app.databases.models import DatabaseConnector
 from app.mcp.models import McpServer
+from app.pipeline.sources.rows import mcp_tool_names, visible_table_names
 from app.skills.models import Skill
 from app.tools.cache import DERIVED, row_key
 from app.tools.render import one_line
-from app.tools.rows import mcp_tool_names, visible_table_names
 from app.tools.suggest import format_choices
 
 SKILL_STUB_CHARS = 120

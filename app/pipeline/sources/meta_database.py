@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from app.databases.backend import DatabaseBackend
 from app.databases.models import DatabaseConnector
-from app.tools.backends import DatabaseBackend
+from app.pipeline.sources.rows import ColumnInfo, TableInfo, visible_tables
+from app.pipeline.sources.stubs import database_stub
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, one_line
-from app.tools.rows import ColumnInfo, TableInfo, visible_tables
-from app.tools.stubs import database_stub
 from app.tools.suggest import unknown_name
 from app.tools.validation import invalid_arguments
 

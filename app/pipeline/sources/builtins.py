@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.pipeline.sources.backends import Backends
 from app.security.egress import EgressGuard, FetchError, guarded_request
-from app.tools.backends import Backends
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.function import FunctionTool, FunctionToolset
 from app.tools.html_text import html_to_text

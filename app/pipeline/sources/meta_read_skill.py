@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from app.pipeline.sources.stubs import skill_body
 from app.skills.models import Skill
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.function import FunctionTool, FunctionToolset
 from app.tools.render import clip_output
-from app.tools.stubs import skill_body
 from app.tools.suggest import unknown_name
 
 NAME = "read_skill"

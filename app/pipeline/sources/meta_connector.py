@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
-from app.tools.backends import ConnectorBackend
+from app.pipeline.sources.stubs import connector_stub
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema, one_line
-from app.tools.stubs import connector_stub
 from app.tools.suggest import unknown_name
 from app.tools.validation import invalid_arguments, validate_arguments
 

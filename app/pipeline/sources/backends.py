@@ -1,0 +1,31 @@
+"""The seam between meta-tools/legacy tools and the execution back-ends.
+
+The pipeline builds tools from stored rows; when a tool runs it calls one of these.
+Each back-end is implemented in its own domain package (connectors, databases, mcp)
+and owned by the app lifespan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from app.audit.sink import ToolAuditBackend
+from app.config import Settings
+from app.connectors.backend import ConnectorBackend
+from app.conventions.backend import ConventionBackend
+from app.databases.backend import DatabaseBackend
+from app.mcp.backend import McpBackend
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backends:
+    settings: Settings
+    http: httpx.AsyncClient
+    connectors: ConnectorBackend
+    databases: DatabaseBackend
+    mcp: McpBackend
+    conventions: ConventionBackend
+    tool_audit: ToolAuditBackend | None = None
+    """The audit of every tool call a run makes."""
