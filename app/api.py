@@ -5,19 +5,21 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.agents.router import router as agents_router
+from app.apikeys.auth import AdminKey, ChatKey
 from app.apikeys.router import router as apikeys_router
 from app.audit.router import router as audit_router
 from app.chat.operator_router import router as operator_router
+from app.chat.preview_router import router as agent_preview_router
 from app.chat.router import router as chat_router
 from app.connectors.router import router as connectors_router
 from app.conventions.router import router as conventions_router
 from app.databases.router import router as databases_router
 from app.mcp.router import router as mcp_router
-from app.security.auth import AdminKey, ChatKey
 from app.skills.router import router as skills_router
 
 ADMIN_ROUTERS = (
     agents_router,
+    agent_preview_router,
     connectors_router,
     databases_router,
     mcp_router,

@@ -5,11 +5,9 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import httpx
-from fastapi import Depends, Request
-from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.sink import ToolCallSink
@@ -21,10 +19,9 @@ from app.connectors.execute import ConnectorExecutor
 from app.conventions.backend import ConventionRecall
 from app.databases.engines import EngineCache
 from app.databases.query import DatabaseExecutor
-from app.db.base import utcnow
 from app.llm.client import LlmClient
-from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
+from app.mcp.repository import McpServerRepository
 from app.ops.metrics import Metrics
 from app.pipeline.sources.backends import Backends
 from app.security.egress import new_http_client
@@ -96,11 +93,7 @@ class Runtime:
     async def store_mcp_tools(self, server_id: uuid.UUID, tools: list[dict[str, Any]]) -> None:
         """Persist a refreshed MCP tool list (list_changed notification or TTL refresh)."""
         async with self.sessionmaker() as session:
-            await session.execute(
-                update(McpServer)
-                .where(McpServer.id == server_id)
-                .values(tools_cache=tools, tools_refreshed_at=utcnow())
-            )
+            await McpServerRepository(session).store_tools(server_id, tools)
             await session.commit()
 
     async def aclose(self) -> None:
@@ -117,10 +110,3 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await closer()
 
-
-def get_runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
-
-
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

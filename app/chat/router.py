@@ -7,11 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
 
+from app.chat.deps import RunHubDep, RunManagerDep
 from app.chat.schemas import CancelResult, ChatRequest, ConversationRead
 from app.chat.service import ensure_run, get_conversation, live_stream, replay_stream
-from app.db.session import SessionDep
+from app.db.session import SessionDep, SessionmakerDep
 from app.errors import Invalid
-from app.runtime import RuntimeDep
+from app.kit.state import SettingsDep
 from app.tenancy.principal import PrincipalDep
 
 
@@ -49,21 +50,21 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     responses={200: {"content": {"text/event-stream": {}}}, 404: {}, 409: {}, 429: {}, 503: {}},
 )
 async def chat(
-    body: ChatRequest, runtime: RuntimeDep, principal: PrincipalDep
+    body: ChatRequest, runs: RunManagerDep, settings: SettingsDep, principal: PrincipalDep
 ) -> StreamingResponse:
     """Start a run and stream its events (SSE). Disconnecting does not stop the run.
 
     The conversation and run belong to the calling key and to `user` (or `X-Quiver-User`);
     a key's `rate_limit_per_minute` answers 429 with `Retry-After` when exceeded.
     """
-    active, queue = await runtime.runs.start(body, principal.with_user(body.user))
+    active, queue = await runs.start(body, principal.with_user(body.user))
     headers = {
         **SSE_HEADERS,
         "X-Run-Id": str(active.run_id),
         "X-Conversation-Id": str(active.conversation_id),
     }
     return StreamingResponse(
-        live_stream(active, queue, ping_s=runtime.settings.sse_ping_s),
+        live_stream(active, queue, ping_s=settings.sse_ping_s),
         media_type="text/event-stream",
         headers=headers,
     )
@@ -76,7 +77,9 @@ async def chat(
 )
 async def run_events(
     run_id: uuid.UUID,
-    runtime: RuntimeDep,
+    sessionmaker: SessionmakerDep,
+    hub: RunHubDep,
+    settings: SettingsDep,
     principal: PrincipalDep,
     last_event_id: Annotated[str | None, Header()] = None,
     after: Annotated[
@@ -87,14 +90,14 @@ async def run_events(
     start = after or 0
     if last_event_id:
         start = parse_last_event_id(last_event_id)
-    await ensure_run(runtime.sessionmaker, run_id, principal)
+    await ensure_run(sessionmaker, run_id, principal)
     return StreamingResponse(
         replay_stream(
-            runtime.sessionmaker,
-            runtime.hub,
+            sessionmaker,
+            hub,
             run_id,
             after=start,
-            ping_s=runtime.settings.sse_ping_s,
+            ping_s=settings.sse_ping_s,
         ),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
@@ -103,10 +106,10 @@ async def run_events(
 
 @router.post("/runs/{run_id}/cancel", response_model=CancelResult, responses={404: {}})
 async def cancel_run(
-    run_id: uuid.UUID, runtime: RuntimeDep, principal: PrincipalDep
+    run_id: uuid.UUID, runs: RunManagerDep, principal: PrincipalDep
 ) -> CancelResult:
     """Ask a run to stop; it ends with `run_finished {status: cancelled}`."""
-    run = await runtime.runs.cancel(run_id, principal)
+    run = await runs.cancel(run_id, principal)
     return CancelResult(run_id=run.id, status=run.status, cancel_requested=run.cancel_requested)
 
 

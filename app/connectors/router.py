@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Depends, status
 
+from app.connectors.execute import ConnectorExecutor
 from app.connectors.schemas import (
     ActionCreate,
     ActionRead,
@@ -22,9 +23,10 @@ from app.db.session import SessionDep
 from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
 from app.kit.pagination import PageDep
 from app.kit.schemas import Page, ToolCallResult
-from app.runtime import RuntimeDep
+from app.kit.state import runtime_part
 
 router = APIRouter(prefix="/connectors", tags=["connectors"])
+ConnectorExecutorDep = Annotated[ConnectorExecutor, Depends(runtime_part("connectors"))]
 
 
 @router.post(
@@ -92,7 +94,9 @@ async def delete_action(id: uuid.UUID, name: str, session: SessionDep) -> None:
 
 @router.post("/{id}/actions/{name}/test", response_model=ToolCallResult, responses=ERROR_RESPONSES)
 async def test_action(
-    id: uuid.UUID, name: str, body: ActionTestRequest, session: SessionDep, runtime: RuntimeDep
+    id: uuid.UUID, name: str, body: ActionTestRequest,
+    session: SessionDep,
+    executor: ConnectorExecutorDep,
 ) -> Any:
     """Run one action with the same guards and executor as the model; answer what it would see."""
-    return await service.test_action(session, id, name, body, runtime.connectors)
+    return await service.test_action(session, id, name, body, executor)

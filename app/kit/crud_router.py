@@ -6,9 +6,9 @@ from the annotations of the inner functions, which are the classes passed in.
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, status
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -16,10 +16,6 @@ from app.db.session import SessionDep
 from app.errors import error_body
 from app.kit.pagination import PageDep
 from app.kit.schemas import Page
-from app.runtime import RuntimeDep
-
-if TYPE_CHECKING:
-    from app.runtime import Runtime
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {
@@ -37,7 +33,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-AfterChange = Callable[["Runtime", uuid.UUID], Awaitable[None]]
+AfterChange = Callable[[Request, uuid.UUID], Awaitable[None]]
 
 
 class CrudServiceLike(Protocol):
@@ -63,7 +59,7 @@ def add_crud_routes(
     after_change: AfterChange | None = None,
     list_read: type[BaseModel] | None = None,
 ) -> None:
-    """`after_change(runtime, id)` runs after an update or delete (close pools, sessions).
+    """`after_change(request, id)` runs after an update or delete (close pools, sessions).
     `list_read` is the list's item schema when it is smaller than `read`."""
     label = service.label
     item = list_read or read
@@ -82,17 +78,17 @@ def add_crud_routes(
         id: uuid.UUID,
         body: update,  # type: ignore[valid-type]
         session: SessionDep,
-        runtime: RuntimeDep,
+        request: Request,
     ) -> Any:
         item = read.model_validate(await service.update(session, id, body))
         if after_change is not None:
-            await after_change(runtime, id)
+            await after_change(request, id)
         return item
 
-    async def delete_item(id: uuid.UUID, session: SessionDep, runtime: RuntimeDep) -> None:
+    async def delete_item(id: uuid.UUID, session: SessionDep, request: Request) -> None:
         await service.delete(session, id)
         if after_change is not None:
-            await after_change(runtime, id)
+            await after_change(request, id)
 
     responses = ERROR_RESPONSES
     router.add_api_route(

@@ -1,22 +1,26 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 
 from app.db.session import SessionDep
 from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
 from app.kit.schemas import ToolCallResult
+from app.kit.state import runtime_part
+from app.mcp.pool import McpPool
 from app.mcp.schemas import McpCallRequest, McpServerCreate, McpServerRead, McpServerUpdate
 from app.mcp.service import mcp_server_service
-from app.runtime import Runtime, RuntimeDep
 
 router = APIRouter(prefix="/mcp-servers", tags=["mcp-servers"])
+_pool = runtime_part("mcp")
+McpPoolDep = Annotated[McpPool, Depends(_pool)]
 
 
-async def _close_session(runtime: Runtime, id: uuid.UUID) -> None:
-    await runtime.mcp.invalidate(id)
+async def _close_session(request: Request, id: uuid.UUID) -> None:
+    pool: McpPool = _pool(request)
+    await pool.invalidate(id)
 
 
 add_crud_routes(
@@ -34,14 +38,14 @@ add_crud_routes(
     response_model=McpServerRead,
     responses={**ERROR_RESPONSES, 502: {}, 503: {}},
 )
-async def refresh_tools(id: uuid.UUID, session: SessionDep, runtime: RuntimeDep) -> Any:
+async def refresh_tools(id: uuid.UUID, session: SessionDep, pool: McpPoolDep) -> Any:
     """Connect and store the server's tool list (the pipeline builds stubs from it)."""
-    return McpServerRead.model_validate(await mcp_server_service.refresh(session, id, runtime.mcp))
+    return McpServerRead.model_validate(await mcp_server_service.refresh(session, id, pool))
 
 
 @router.post("/{id}/call", response_model=ToolCallResult, responses=ERROR_RESPONSES)
 async def call_tool(
-    id: uuid.UUID, body: McpCallRequest, session: SessionDep, runtime: RuntimeDep
+    id: uuid.UUID, body: McpCallRequest, session: SessionDep, pool: McpPoolDep
 ) -> Any:
     """Call one tool with the model's guards; answer the text the model would see."""
-    return await mcp_server_service.test_call(session, id, body, runtime.mcp)
+    return await mcp_server_service.test_call(session, id, body, pool)

@@ -8,9 +8,9 @@ from typing import Annotated, Protocol, TypeVar
 
 from fastapi import Depends, Header
 
+from app.apikeys.auth import require_chat
 from app.apikeys.models import ApiKey
 from app.errors import Invalid, NotFound
-from app.security.auth import require_chat
 
 USER_HEADER = "X-Quiver-User"
 MAX_USER_LENGTH = 256

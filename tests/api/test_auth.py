@@ -14,11 +14,11 @@ from fastapi import FastAPI
 from fastapi.routing import iter_route_contexts
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.apikeys.auth import require_admin, require_chat
 from app.apikeys.schemas import ApiKeyCreate
 from app.apikeys.service import api_key_service
 from app.config import Settings
 from app.main import create_app
-from app.security.auth import require_admin, require_chat
 from tests.fixtures.crud import assert_error
 
 API_PREFIX = "/api/v1/"
