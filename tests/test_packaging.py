@@ -11,7 +11,6 @@ import asyncio
 import os
 import subprocess
 import venv
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -25,7 +24,7 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv holding Quiver as `pip install .` puts it there; yields its `bin/`."""
     target = tmp_path_factory.mktemp("installed") / "venv"
     venv.EnvBuilder(with_pip=True, symlinks=True).create(target)
@@ -41,7 +40,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    yield target / "bin"
+    return target / "bin"
 
 
 def where_app_lives(bin_dir: Path, cwd: Path) -> Path:
