@@ -33,6 +33,7 @@ from app.mcp.client import (
     build_transport,
     check_stdio_command,
     describe_error,
+    resolve_stdio_command,
 )
 from app.mcp.models import McpServer
 from app.mcp.render import render_call_result
@@ -235,6 +236,8 @@ class McpPool:
     async def _check_config(self, spec: ServerSpec) -> None:
         if spec.transport == "stdio":
             check_stdio_command(spec.command, self.settings.mcp_stdio_commands)
+            assert spec.command is not None
+            resolve_stdio_command(spec.command, self.settings.mcp_stdio_commands)
             return
         if spec.transport not in ("sse", "streamable_http"):
             raise McpConfigError(f"unknown MCP transport {spec.transport!r}")
