@@ -20,7 +20,7 @@ from tests.fixtures.database import create_database, drop_database
 from tests.fixtures.served import clean_env, quiver_serve
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # a fresh install: ~1 min alone, ~3 min on a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=480,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
