@@ -138,11 +138,8 @@ def resolve_stdio_command(command: str, allowed: Sequence[str]) -> str:
     """The executable a stdio command runs: a path as given, a bare name from PATH, else from
     the running environment's script directory. A missing one is a config error naming the
     command, where it was looked for and the allow-list."""
-    if "/" in command:
-        found = command if Path(command).is_file() and os.access(command, os.X_OK) else None
-    else:
-        found = shutil.which(command) or shutil.which(command, path=str(INSTALL_BIN))
-    if found is None:
+    found = _executable(command)
+    if "/" not in found or not (Path(found).is_file() and os.access(found, os.X_OK)):
         where = "" if "/" in command else f" (looked on PATH and in {INSTALL_BIN})"
         raise McpConfigError(
             f"stdio command {command!r} was not found or is not executable{where}; "
@@ -152,6 +149,7 @@ def resolve_stdio_command(command: str, allowed: Sequence[str]) -> str:
 
 
 def _executable(command: str) -> str:
+    """`command` itself when it is a path or found nowhere, else the full path it resolves to."""
     if "/" in command:
         return command
     return shutil.which(command) or shutil.which(command, path=str(INSTALL_BIN)) or command
