@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import insert, text
-from sqlalchemy.exc import DataError, IntegrityError, ProgrammingError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.hub import CHANNEL, RunHub
@@ -55,12 +55,21 @@ class JournalUnavailable(Exception):
     """An event of the run could not be stored: later events are refused (never a gap)."""
 
 
+_TRANSIENT_STATES = ("08", "40", "53", "57P")
+"""SQLSTATE classes: connection lost, transaction rollback, resources, server shutting down or
+starting up."""
+
+
 def _transient(exc: BaseException) -> bool:
-    """Storage errors worth retrying (connection lost, server restarting, pool exhausted);
-    constraint and data errors are not."""
-    return not isinstance(
-        exc, IntegrityError | DataError | ProgrammingError | TypeError | ValueError
-    )
+    """Storage errors worth retrying (connection lost, server restarting, pool exhausted,
+    SQLite busy); constraint and data errors are not."""
+    if isinstance(exc, IntegrityError | DataError | ProgrammingError | TypeError | ValueError):
+        return False
+    if isinstance(exc, DBAPIError) and not exc.connection_invalidated:
+        state = getattr(exc.orig, "sqlstate", None)
+        if isinstance(state, str) and state:
+            return state.startswith(_TRANSIENT_STATES)
+    return True
 
 
 class JournalBatcher:

@@ -68,6 +68,15 @@ class ActiveRun:
             queue.put_nowait(item)
 
 
+def journal_unavailable() -> RunFailed:
+    return RunFailed(
+        error=ErrorInfo(
+            code="journal_unavailable",
+            message="the run's events could not be stored; the run was stopped",
+        )
+    )
+
+
 def lost_event() -> RunFailed:
     return RunFailed(
         error=ErrorInfo(
@@ -215,8 +224,8 @@ class RunManager:
         self._claimed.add(run_id)
         try:
             async with self.sessionmaker() as session:
-                agent, run, history = await self._create_run(session, req, run_id)
                 try:
+                    agent, run, history = await self._create_run(session, req, run_id)
                     await session.commit()
                 except IntegrityError as exc:
                     # The store allows one running run per conversation (all workers).
@@ -337,12 +346,7 @@ class RunManager:
             stored.put_nowait(None)
             await publisher
         if active.journal_failed:
-            terminal = RunFailed(
-                error=ErrorInfo(
-                    code="journal_unavailable",
-                    message="the run's events could not be stored; the run was stopped",
-                )
-            )
+            terminal = journal_unavailable()
         if terminal is None:
             terminal = RunFailed(
                 error=ErrorInfo(
@@ -350,11 +354,20 @@ class RunManager:
                 )
             )
         try:
-            active.publish(await journal.write(terminal, also=self._settler(active, run, terminal)))
+            try:
+                active.publish(
+                    await journal.write(terminal, also=self._settler(active, run, terminal))
+                )
+            except Exception:
+                logger.exception("could not persist the end of run %s", active.run_id)
+                # Without the conversation's new messages (one may be what storage refuses).
+                terminal = journal_unavailable()
+                settle = self._settler(active, run, terminal, messages=False)
+                active.publish(await journal.write(terminal, also=settle))
         except Exception:
             # Live streams end without it (a client never sees an event that is not stored);
             # the heartbeat closes the run as lost once storage answers again.
-            logger.exception("could not persist the end of run %s", active.run_id)
+            logger.exception("could not persist the failure of run %s", active.run_id)
             active.publish(None)
         finally:
             self.active.pop(active.run_id, None)
@@ -381,13 +394,13 @@ class RunManager:
                 active.publish((seq, clean))
 
     def _settler(
-        self, active: ActiveRun, run: ReactRun, terminal: RunEvent
+        self, active: ActiveRun, run: ReactRun, terminal: RunEvent, *, messages: bool = True
     ) -> Callable[[AsyncSession], Awaitable[None]]:
         """Persist the conversation and the run's final state with the run's last event."""
 
         async def settle(session: AsyncSession) -> None:
             # The user's message was stored when the run started.
-            replies = run.new_messages
+            replies = run.new_messages if messages else []
             if replies and replies[0].role == "user":
                 replies = replies[1:]
             await ConversationRepository(session).add_messages(
