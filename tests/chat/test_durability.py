@@ -52,13 +52,11 @@ async def _ghost_run(
     worker_id: uuid.UUID | None,
     events: int = 0,
 ) -> uuid.UUID:
-    """A `running` run with `events` journaled events, as a killed worker leaves it."""
+    """A `running` run with `events` journaled events, as a killed worker leaves it
+    (`worker_id` None: a worker that no longer exists)."""
     async with sessions() as session:
-        run = Run(
-            conversation_id=uuid.UUID(conversation_id),
-            agent_id=uuid.UUID(agent_id),
-            worker_id=worker_id,
-        )
+        owner = {} if worker_id is None else {"worker_id": worker_id}
+        run = Run(conversation_id=uuid.UUID(conversation_id), agent_id=uuid.UUID(agent_id), **owner)
         session.add(run)
         await session.flush()
         for seq in range(1, events + 1):
@@ -79,9 +77,7 @@ async def test_replay_reads_the_journal_again_when_the_run_finished_meanwhile(
     async with gateway(committing_settings, llm_base_url=scripted_llm.base_url) as client:
         agent_id = await new_agent(client)
         conversation_id = await _conversation(client, agent_id)
-    run_id = await _ghost_run(
-        pg_sessions, conversation_id, agent_id, worker_id=uuid.uuid4(), events=2
-    )
+    run_id = await _ghost_run(pg_sessions, conversation_id, agent_id, worker_id=None, events=2)
 
     async def finish_now() -> None:
         async with pg_sessions() as session:
@@ -121,9 +117,7 @@ async def test_cancel_of_a_run_whose_worker_died_closes_it_at_once(
     ) as client:
         agent_id = await new_agent(client)
         conversation_id = await _conversation(client, agent_id)
-        run_id = await _ghost_run(
-            pg_sessions, conversation_id, agent_id, worker_id=uuid.uuid4(), events=4
-        )
+        run_id = await _ghost_run(pg_sessions, conversation_id, agent_id, worker_id=None, events=4)
         cancelled = await client.post(f"/api/v1/runs/{run_id}/cancel")
         assert cancelled.status_code == 200
         assert cancelled.json()["status"] == "failed"
