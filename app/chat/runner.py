@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -147,6 +148,7 @@ class RunManager:
         """This process, as the owner of the runs it executes (see `Worker`)."""
         self._claimed: set[uuid.UUID] = set()
         self._heartbeat: asyncio.Task[None] | None = None
+        self._beating_since: float | None = None
 
     # --- worker heartbeat and lost runs ---------------------------------------------------
 
@@ -169,32 +171,51 @@ class RunManager:
     def _lost_before(self) -> datetime:
         return utcnow() - timedelta(seconds=self.settings.worker_lost_after_s)
 
+    def _judging(self) -> bool:
+        """May this worker declare others dead? Only after beating without a break for
+        `worker_lost_after_s`: after a storage outage every heartbeat is old, and live
+        workers need that long to beat again."""
+        if self.settings.is_sqlite:
+            return True
+        since = self._beating_since
+        return since is not None and time.monotonic() - since >= self.settings.worker_lost_after_s
+
     async def beat_and_sweep(self) -> None:
-        async with self.background() as session:
-            await WorkerRepository(session).beat(
-                self.worker_id, host=socket.gethostname(), pid=os.getpid()
-            )
-            await session.commit()
+        try:
+            async with self.background() as session:
+                await WorkerRepository(session).beat(
+                    self.worker_id, host=socket.gethostname(), pid=os.getpid()
+                )
+                await session.commit()
+        except Exception:
+            self._beating_since = None
+            raise
+        if self._beating_since is None:
+            self._beating_since = time.monotonic()
+        await self.hub.ensure_listening(self.settings)
+        judging = self._judging()
         async with self.background() as session:
             repo = RunRepository(session)
-            lost = await repo.orphaned(
-                me=self.worker_id,
-                lost_before=self._lost_before(),
-                only_worker_alive=self.settings.is_sqlite,
-            )
-            lost += [
-                run
-                for run in await repo.running_of_worker(self.worker_id)
-                if run.id not in self.active and run.id not in self._claimed
-            ]
+            mine = await repo.running_of_worker(self.worker_id)
+            lost = [r for r in mine if r.id not in self.active and r.id not in self._claimed]
+            if judging:
+                lost += await repo.orphaned(
+                    me=self.worker_id,
+                    lost_before=self._lost_before(),
+                    only_worker_alive=self.settings.is_sqlite,
+                )
+        for run in mine:
+            if run.cancel_requested:  # in case the cancel notification was missed
+                self._cancel_local(run.id)
         for run in lost:
             async with self.background() as session:
                 await self._close_lost(session, run.id)
                 await session.commit()
             self.hub.wake(run.id)
-        async with self.background() as session:
-            await WorkerRepository(session).forget_dead(lost_before=self._lost_before())
-            await session.commit()
+        if judging:
+            async with self.background() as session:
+                await WorkerRepository(session).forget_dead(lost_before=self._lost_before())
+                await session.commit()
 
     async def _close_lost(self, session: AsyncSession, run_id: uuid.UUID) -> bool:
         """Journal `run_failed {code: run_lost}` and end the run (in the caller's transaction)."""
@@ -215,6 +236,8 @@ class RunManager:
             return run.id in self.active or run.id in self._claimed
         if self.settings.is_sqlite or run.worker_id is None:
             return False  # one process per SQLite store: nobody else runs it
+        if not self._judging():
+            return True
         return await WorkerRepository(session).alive(run.worker_id, lost_before=self._lost_before())
 
     # --- start ---------------------------------------------------------------------------
