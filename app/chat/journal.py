@@ -60,7 +60,7 @@ _TRANSIENT_STATES = ("08", "40", "53", "57P")
 starting up."""
 
 
-def _transient(exc: BaseException) -> bool:
+def is_transient(exc: BaseException) -> bool:
     """Storage errors worth retrying (connection lost, server restarting, pool exhausted,
     SQLite busy); constraint and data errors are not."""
     if isinstance(exc, IntegrityError | DataError | ProgrammingError | TypeError | ValueError):
@@ -119,7 +119,7 @@ class JournalBatcher:
             try:
                 await self._commit_retrying(batch)
             except Exception as exc:
-                if _transient(exc):  # storage stayed away for `retry_s`: these runs fail
+                if is_transient(exc):  # storage stayed away for `retry_s`: these runs fail
                     for pending in batch:
                         self._fail(pending, exc)
                 else:  # one bad event must not fail the other runs: each in its own transaction
@@ -169,7 +169,7 @@ class JournalBatcher:
                     return
                 raise
             except Exception as exc:
-                if not _transient(exc) or time.monotonic() + delay > deadline:
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
                 if not interrupted:
                     logger.warning("storing run events failed (%s); retrying", type(exc).__name__)

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.chat.hub import CANCEL_PREFIX, CHANNEL, RunHub
-from app.chat.journal import JournalBatcher, JournalWriter
+from app.chat.journal import JournalBatcher, JournalWriter, is_transient
 from app.chat.loop import ReactRun, RunDeps, RunInput
 from app.chat.models import Conversation, Message, Run
 from app.chat.repository import ConversationRepository, RunRepository, WorkerRepository
@@ -381,8 +381,10 @@ class RunManager:
                 active.publish(
                     await journal.write(terminal, also=self._settler(active, run, terminal))
                 )
-            except Exception:
+            except Exception as exc:
                 logger.exception("could not persist the end of run %s", active.run_id)
+                if is_transient(exc):
+                    raise  # storage stayed away: trying again now would only wait as long
                 # Without the conversation's new messages (one may be what storage refuses).
                 terminal = journal_unavailable()
                 settle = self._settler(active, run, terminal, messages=False)
