@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.hub import CHANNEL, RunHub
 from app.chat.models import RunEventRecord
+from app.chat.repository import JournalRepository
 from app.events import RunEvent, event_from_record, event_payload
 from app.security.redact import redact
 
@@ -164,8 +165,8 @@ class JournalBatcher:
                 await self._commit(batch)
                 return
             except IntegrityError:
-                if interrupted:
-                    # The connection broke after the commit was sent and it did go through.
+                if interrupted and await self._stored(batch):
+                    # The connection broke after the commit was sent, and it did go through.
                     return
                 raise
             except Exception as exc:
@@ -176,6 +177,15 @@ class JournalBatcher:
                 interrupted = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
+
+    async def _stored(self, batch: list[_Pending]) -> bool:
+        """Is every event of the batch in the journal already?"""
+        wanted = {(p.run_id, p.seq, p.kind) for p in batch}
+        async with self._sessionmaker() as session:
+            found = await JournalRepository(session).present(
+                {p.run_id for p in batch}, {p.seq for p in batch}
+            )
+        return wanted <= found
 
     async def _commit(self, batch: list[_Pending]) -> None:
         async with self._sessionmaker() as session:

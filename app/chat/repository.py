@@ -171,3 +171,17 @@ class WorkerRepository:
 
     async def forget(self, worker_id: uuid.UUID) -> None:
         await self.session.execute(delete(Worker).where(Worker.id == worker_id))
+
+
+class JournalRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def present(
+        self, run_ids: set[uuid.UUID], seqs: set[int]
+    ) -> set[tuple[uuid.UUID, int, str]]:
+        """(run_id, seq, kind) of the stored events among these runs and numbers."""
+        stmt = select(RunEventRecord.run_id, RunEventRecord.seq, RunEventRecord.kind).where(
+            RunEventRecord.run_id.in_(run_ids), RunEventRecord.seq.in_(seqs)
+        )
+        return {(r, s, k) for r, s, k in (await self.session.execute(stmt)).all()}

@@ -171,6 +171,43 @@ async def test_postgres_restart_mid_run_loses_no_event(
             await assert_usable(client, scripted_llm, agent_id, live[0].data["conversation_id"])
 
 
+async def test_database_outage_does_not_make_live_workers_look_dead(
+    scripted_llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    """Postgres is down longer than the lost-after period while a run goes on another worker:
+    afterwards every heartbeat is old, yet the run is not closed as lost; it completes."""
+    with pg_cluster() as cluster:
+        settings = Settings(
+            database_url=cluster.url,
+            data_dir=tmp_path,
+            admin_token=ADMIN_TOKEN,
+            secret_keys=[SECRET_KEY],
+            llm_base_url=scripted_llm.base_url,
+            journal_retry_s=30.0,
+            worker_lost_after_s=2.0,
+        )
+        await asyncio.to_thread(upgrade, settings)
+        # `other` beats (and judges) right after the outage; the run's worker beats later.
+        async with (
+            gateway(settings, worker_heartbeat_s=1.5) as runner,
+            gateway(settings, worker_heartbeat_s=0.2) as other,
+        ):
+            agent_id = await new_agent(runner)
+            scripted_llm.script(Turn(text="tick " * 100, token_delay_s=0.05))
+            body = {"agent_id": agent_id, "message": "count"}
+            async with runner.stream("POST", "/api/v1/chat", json=body) as resp:
+                run_id = resp.headers["x-run-id"]
+                reader = SseReader(resp)
+                live = await reader.read(stop_after=3)
+                await asyncio.to_thread(cluster.stop)
+                await asyncio.sleep(2.5)
+                await asyncio.to_thread(cluster.start)
+                live += await asyncio.wait_for(reader.read(), 60)
+            assert_complete(live)
+            assert live[-1].data["status"] == "completed"
+            assert await replay(other, run_id) == live
+
+
 # --- the gateway is killed (SIGKILL) and started again -------------------------------------------
 
 
