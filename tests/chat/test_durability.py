@@ -182,3 +182,22 @@ async def test_an_event_storage_refuses_fails_the_run_without_a_gap(
         assert live[-1].data["error"]["code"] == "journal_unavailable"
         assert await replay(client, run_id) == live
         await assert_usable(client, scripted_llm, agent_id, live[0].data["conversation_id"])
+
+
+async def test_one_running_run_per_conversation_across_two_workers(
+    committing_settings: Settings, scripted_llm: ScriptedLLM
+) -> None:
+    settings = committing_settings.model_copy(update={"llm_base_url": scripted_llm.base_url})
+    async with gateway(settings) as first, gateway(settings) as second:
+        agent_id = await new_agent(first)
+        conversation_id = await _conversation(first, agent_id)
+        scripted_llm.script(Turn(text="slow", delay_s=1.0))
+
+        async def one(client: httpx.AsyncClient, i: int) -> int:
+            body = {"agent_id": agent_id, "message": f"m{i}", "conversation_id": conversation_id}
+            async with client.stream("POST", "/api/v1/chat", json=body) as resp:
+                await resp.aread()
+                return resp.status_code
+
+        codes = await asyncio.gather(*(one((first, second)[i % 2], i) for i in range(40)))
+        assert sorted(codes) == [200] + [409] * 39
