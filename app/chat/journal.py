@@ -213,8 +213,6 @@ class JournalWriter:
     def __init__(self, *, run_id: uuid.UUID, batcher: JournalBatcher) -> None:
         self.run_id = run_id
         self.seq = 0
-        self.last_clean: RunEvent | None = None
-        """The redacted form of the event last passed to `write` (even if storing it failed)."""
         self._batcher = batcher
 
     def submit(
@@ -228,7 +226,6 @@ class JournalWriter:
         data = redact(event_payload(event))
         clean = event_from_record(event.kind, data)
         self.seq += 1
-        self.last_clean = clean
         stored = self._batcher.enqueue(self.run_id, self.seq, event.kind, data, also)
         return self.seq, clean, stored
 
