@@ -145,17 +145,20 @@ async def test_one_running_run_per_conversation_on_sqlite(
     async with gateway(settings) as client:
         agent_id = await new_agent(client)
         conversation_id = await _conversation(client, agent_id)
-        scripted_llm.script(Turn(text="slow", delay_s=1.0))
+        # the run that gets in stays running until the test cancels it
+        scripted_llm.script(*[Turn(text="held", delay_s=60.0)] * 100)
 
-        async def one(i: int) -> int:
+        async def one(i: int) -> tuple[int, str | None]:
             body = {"agent_id": agent_id, "message": f"m{i}", "conversation_id": conversation_id}
             async with client.stream("POST", "/api/v1/chat", json=body) as resp:
-                await resp.aread()
-                return resp.status_code
+                return resp.status_code, resp.headers.get("x-run-id")
 
-        codes = await asyncio.gather(*(one(i) for i in range(100)))
-        assert sorted(set(codes)) == [200, 409]
-        assert codes.count(200) == 1
+        answers = await asyncio.gather(*(one(i) for i in range(100)))
+        started = [run_id for code, run_id in answers if code == 200]
+        for run_id in started:
+            await client.post(f"/api/v1/runs/{run_id}/cancel")
+        assert sorted(code for code, _ in answers) == [200] + [409] * 99
+        assert (await replay(client, started[0]))[-1].data["status"] == "cancelled"
         engine = create_engine(settings)
         try:
             async with create_sessionmaker(engine)() as session:
@@ -191,13 +194,16 @@ async def test_one_running_run_per_conversation_across_two_workers(
     async with gateway(settings) as first, gateway(settings) as second:
         agent_id = await new_agent(first)
         conversation_id = await _conversation(first, agent_id)
-        scripted_llm.script(Turn(text="slow", delay_s=1.0))
+        scripted_llm.script(*[Turn(text="held", delay_s=60.0)] * 40)
 
-        async def one(client: httpx.AsyncClient, i: int) -> int:
+        async def one(client: httpx.AsyncClient, i: int) -> tuple[int, str | None]:
             body = {"agent_id": agent_id, "message": f"m{i}", "conversation_id": conversation_id}
             async with client.stream("POST", "/api/v1/chat", json=body) as resp:
-                await resp.aread()
-                return resp.status_code
+                return resp.status_code, resp.headers.get("x-run-id")
 
-        codes = await asyncio.gather(*(one((first, second)[i % 2], i) for i in range(40)))
-        assert sorted(codes) == [200] + [409] * 39
+        answers = await asyncio.gather(*(one((first, second)[i % 2], i) for i in range(40)))
+        started = [run_id for code, run_id in answers if code == 200]
+        for run_id in started:
+            await second.post(f"/api/v1/runs/{run_id}/cancel")
+        assert sorted(code for code, _ in answers) == [200] + [409] * 39
+        assert (await replay(first, started[0]))[-1].data["status"] == "cancelled"
