@@ -208,6 +208,44 @@ async def test_database_outage_does_not_make_live_workers_look_dead(
             assert await replay(other, run_id) == live
 
 
+async def test_database_down_past_the_retry_period_fails_the_run_without_a_gap(
+    scripted_llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    """Storage stays away longer than `journal_retry_s`: the run stops, its live stream ends
+    without showing anything unstored, and once storage is back the run is closed after its
+    last stored event."""
+    with pg_cluster() as cluster:
+        settings = Settings(
+            database_url=cluster.url,
+            data_dir=tmp_path,
+            admin_token=ADMIN_TOKEN,
+            secret_keys=[SECRET_KEY],
+            llm_base_url=scripted_llm.base_url,
+            journal_retry_s=1.0,
+            worker_heartbeat_s=0.3,
+            worker_lost_after_s=1.0,
+        )
+        await asyncio.to_thread(upgrade, settings)
+        async with gateway(settings) as client:
+            agent_id = await new_agent(client)
+            scripted_llm.script(Turn(text="tick " * 100, token_delay_s=0.05))
+            body = {"agent_id": agent_id, "message": "count"}
+            async with client.stream("POST", "/api/v1/chat", json=body) as resp:
+                run_id = resp.headers["x-run-id"]
+                conversation_id = resp.headers["x-conversation-id"]
+                reader = SseReader(resp)
+                live = await reader.read(stop_after=3)
+                await asyncio.to_thread(cluster.stop)
+                live += await asyncio.wait_for(reader.read(), 30)
+            await asyncio.to_thread(cluster.start)
+            final = await replay(client, run_id)
+            assert_complete(final)
+            assert final[: len(live)] == live
+            assert final[-1].event == "run_failed"
+            assert final[-1].data["error"]["code"] in {"journal_unavailable", "run_lost"}
+            await assert_usable(client, scripted_llm, agent_id, conversation_id)
+
+
 # --- the gateway is killed (SIGKILL) and started again -------------------------------------------
 
 
