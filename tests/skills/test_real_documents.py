@@ -29,7 +29,8 @@ async def test_real_skill_documents_import_under_their_hyphenated_names(
             assert resp.status_code == 201, resp.text
             body = resp.json()
             assert body["name"] == name
-            assert body["description"] and body["content"]
+            assert body["description"]
+            assert body["content"]
             assert "---" not in body["content"].splitlines()[0]
             stored = (await client.get(f"{PATH}/{body['id']}")).json()
             assert stored == body
@@ -63,11 +64,17 @@ async def test_name_override_imports_the_same_document_twice(client: httpx.Async
     first = await client.post(IMPORT, json={"document": document("mcp-builder")})
     assert first.status_code == 201
     await check_rejected(
-        client, IMPORT, {"document": document("mcp-builder")}, status=409, kind="Conflict",
-        mentions=["mcp-builder"], list_path=PATH,
+        client,
+        IMPORT,
+        {"document": document("mcp-builder")},
+        status=409,
+        kind="Conflict",
+        mentions=["mcp-builder"],
+        list_path=PATH,
     )
-    second = await client.post(IMPORT, json={"document": document("mcp-builder"),
-                                             "name": "mcp-builder-v2"})
+    second = await client.post(
+        IMPORT, json={"document": document("mcp-builder"), "name": "mcp-builder-v2"}
+    )
     assert second.status_code == 201, second.text
     assert second.json()["name"] == "mcp-builder-v2"
     assert second.json()["content"] == first.json()["content"]
@@ -76,8 +83,11 @@ async def test_name_override_imports_the_same_document_twice(client: httpx.Async
     third = await client.post(IMPORT, json={"document": nameless, "name": "no-name"})
     assert third.status_code == 201, third.text
     await check_rejected(
-        client, IMPORT, {"document": document("mcp-builder"), "name": "Bad Name"},
-        mentions=["name"], list_path=PATH,
+        client,
+        IMPORT,
+        {"document": document("mcp-builder"), "name": "Bad Name"},
+        mentions=["name"],
+        list_path=PATH,
     )
 
 
@@ -85,9 +95,13 @@ async def test_a_skill_without_content_is_refused(client: httpx.AsyncClient) -> 
     for body in ({"name": "x"}, {"name": "x", "content": ""}, {"name": "x", "content": " \n"}):
         await check_rejected(client, PATH, body, mentions=["content"], list_path=PATH)
     await check_rejected(
-        client, IMPORT, {"document": "---\nname: x\ndescription: d\n---\n\n"},
-        mentions=["document", "empty"], list_path=PATH,
+        client,
+        IMPORT,
+        {"document": "---\nname: x\ndescription: d\n---\n\n"},
+        mentions=["document", "empty"],
+        list_path=PATH,
     )
     created = (await client.post(PATH, json={"name": "x", "content": "c"})).json()
     blank = await client.patch(f"{PATH}/{created['id']}", json={"content": ""})
-    assert blank.status_code == 422 and blank.json()["error"] == "Invalid"
+    assert blank.status_code == 422
+    assert blank.json()["error"] == "Invalid"
