@@ -3,8 +3,14 @@
 Locations (SPEC §3.1): a property's `x-location` wins; otherwise `path` when the action's
 path has that `{placeholder}`, `query` for GET/DELETE (and HEAD/OPTIONS), else `body`.
 
-`action_parameters_schema()` strips `x-location` from the top-level properties: where a
-value goes is the executor's business, and the model reads fewer tokens without it.
+`action_parameters_schema()` strips `x-location` from the top-level properties (and the
+schema's `x-body-encoding`): where a value goes is the executor's business, and the model
+reads fewer tokens without it.
+
+Body encodings: JSON unless the parameters schema says `"x-body-encoding": "form"`
+(`application/x-www-form-urlencoded`) or `"multipart"` (`multipart/form-data`). Form fields
+follow OpenAPI's defaults: a list repeats its key (`To=a&To=b`), an object is spelled out
+deepObject-style (`metadata[order]=7`), booleans are `true`/`false`.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
+import httpx
 from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema import validators
 from rapidfuzz import process
@@ -30,6 +37,8 @@ _PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
 _TEMPLATE = re.compile(r"\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}")
 _MAX_ERRORS = 5
 _MISSING = object()
+BODY_ENCODING = "x-body-encoding"
+ENCODINGS = ("json", "form", "multipart")
 
 
 class ParameterError(Exception):
@@ -43,6 +52,8 @@ class RequestParts:
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
     has_body: bool = False
+    encoding: str = "json"
+    """`json`, `form` or `multipart`: how `body` goes on the wire (see `encode_body`)."""
 
 
 def _properties(action: ConnectorAction) -> dict[str, Any]:
@@ -57,6 +68,7 @@ def path_placeholders(path: str) -> list[str]:
 def action_parameters_schema(action: ConnectorAction) -> dict[str, Any]:
     """The JSON Schema the model receives for `action` (`x-location` removed)."""
     schema = copy.deepcopy(action.parameters or {})
+    schema.pop(BODY_ENCODING, None)
     schema.setdefault("type", "object")
     props = schema.setdefault("properties", {})
     if isinstance(props, dict):
@@ -145,7 +157,48 @@ def build_request_parts(action: ConnectorAction, arguments: Mapping[str, Any]) -
     elif body:
         parts.body = body
         parts.has_body = True
+    encoding = (action.parameters or {}).get(BODY_ENCODING) or "json"
+    parts.encoding = str(encoding) if encoding in ENCODINGS else "json"
     return parts
+
+
+def encode_body(parts: RequestParts) -> tuple[bytes, str] | None:
+    """(bytes, Content-Type) for a `form` or `multipart` body; None for JSON (or no body)."""
+    if not parts.has_body or parts.encoding == "json":
+        return None
+    fields = form_fields(parts.body)
+    if parts.encoding == "form":
+        return urlencode(fields).encode(), "application/x-www-form-urlencoded"
+    request = httpx.Request(
+        "POST", "http://multipart.invalid/", files=[(k, (None, v)) for k, v in fields]
+    )
+    return request.read(), request.headers["content-type"]
+
+
+def form_fields(body: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Flatten a body into form fields: lists repeat the key, objects nest as `k[sub]`."""
+    if body is None:
+        return []
+    if not isinstance(body, Mapping):
+        if not prefix:
+            raise ParameterError("A form body must be an object of fields")
+        return [(prefix, _text(body))]
+    fields: list[tuple[str, str]] = []
+    for key, value in body.items():
+        name = f"{prefix}[{key}]" if prefix else str(key)
+        if value is None:
+            continue
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    fields += form_fields(item, f"{name}[{index}]")
+                else:
+                    fields.append((name, _text(item)))
+        elif isinstance(value, Mapping):
+            fields += form_fields(value, name)
+        else:
+            fields.append((name, _text(value)))
+    return fields
 
 
 def _text(value: Any) -> str:

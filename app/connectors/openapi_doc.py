@@ -1,4 +1,10 @@
-"""Loading an OpenAPI document, JSON pointers and local `$ref` resolution."""
+"""Loading an OpenAPI document, JSON pointers and local `$ref` resolution.
+
+Expansion is bounded: a document (after YAML aliases are followed) and every operation's
+inlined schemas may hold at most `MAX_NODES` nodes and nest at most `MAX_NESTING` levels, so
+a `$ref` bomb or a YAML alias bomb (a few KB that expand to billions of nodes) is refused
+with a 422 after a fraction of a second instead of eating the CPU and memory.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,11 @@ from app.errors import Invalid
 
 _MAX_DEPTH = 24
 _MAX_DESCRIPTION = 1000
+MAX_NODES = 100_000
+"""Nodes one operation's parameters and body may expand to (GitHub's largest: ~6k)."""
+MAX_DOCUMENT_NODES = 5_000_000
+"""Nodes a whole document may hold once YAML aliases are followed (GitHub's: ~1M)."""
+MAX_NESTING = 128
 
 
 def pointer(*parts: str | int) -> str:
@@ -24,15 +35,41 @@ def load(document: dict[str, Any] | str) -> dict[str, Any]:
     if isinstance(document, str):
         try:
             loaded: Any = json.loads(document)
+        except RecursionError as exc:
+            raise Invalid(f"/: nested deeper than {MAX_NESTING} levels") from exc
         except ValueError:
             try:
                 loaded = yaml.safe_load(document)
+            except RecursionError as exc:
+                raise Invalid(f"/: nested deeper than {MAX_NESTING} levels") from exc
             except yaml.YAMLError as exc:
                 raise Invalid(f"/: not valid JSON or YAML ({_yaml_where(exc)})") from exc
+            # YAML aliases share nodes: count the document as it reads when expanded
+            measure(loaded)
         document = loaded
     if not isinstance(document, dict):
         raise Invalid("/: expected an OpenAPI document (an object)")
     return document
+
+
+def measure(node: Any, *, max_nodes: int = MAX_DOCUMENT_NODES) -> int:
+    """Nodes in `node` counted as expanded (a shared subtree counts each time it is reached);
+    `Invalid` past `max_nodes` or `MAX_NESTING` levels."""
+    count = 0
+    stack: list[tuple[Any, int]] = [(node, 0)]
+    while stack:
+        current, depth = stack.pop()
+        count += 1
+        if count > max_nodes:
+            raise Invalid(f"/: the document expands to more than {max_nodes} nodes "
+                          "(YAML aliases?); refused")
+        if depth > MAX_NESTING:
+            raise Invalid(f"/: nested deeper than {MAX_NESTING} levels")
+        if isinstance(current, dict):
+            stack.extend((v, depth + 1) for v in current.values())
+        elif isinstance(current, list):
+            stack.extend((v, depth + 1) for v in current)
+    return count
 
 
 def _yaml_where(exc: yaml.YAMLError) -> str:
@@ -66,8 +103,18 @@ def short_text(value: Any, *, limit: int = _MAX_DESCRIPTION) -> str:
 
 
 class Refs:
-    def __init__(self, doc: dict[str, Any]) -> None:
+    """Resolves local `$ref`s; `schema()` inlines them within a node budget per operation."""
+
+    def __init__(self, doc: dict[str, Any], *, max_nodes: int = MAX_NODES) -> None:
         self._doc = doc
+        self.max_nodes = max_nodes
+        self.nodes = 0
+        self.largest = 0
+
+    def reset(self) -> None:
+        """Start the node budget of the next operation."""
+        self.largest = max(self.largest, self.nodes)
+        self.nodes = 0
 
     def lookup(self, ref: Any, at: str) -> Any:
         if not isinstance(ref, str) or not ref.startswith("#"):
@@ -96,19 +143,27 @@ class Refs:
             node = {**target, **extra} if extra and isinstance(target, dict) else target
         return node
 
-    def schema(self, node: Any, at: str, stack: tuple[str, ...] = ()) -> Any:
+    def schema(self, node: Any, at: str, stack: tuple[str, ...] = (), depth: int = 0) -> Any:
         """Inline every `$ref` in a schema; cycles become a described any-schema."""
         if len(stack) > _MAX_DEPTH:
             return {}
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            raise Invalid(f"{at}: schemas expand to more than {self.max_nodes} nodes "
+                          "($ref bomb?); refused")
+        if depth > MAX_NESTING:
+            raise Invalid(f"{at}: schema nested deeper than {MAX_NESTING} levels")
         if isinstance(node, dict):
             if "$ref" in node:
                 ref = node["$ref"]
                 if ref in stack:
                     return {"description": f"(recursive: {ref})"}
-                target = self.schema(self.lookup(ref, at), at, (*stack, ref))
-                extra = {k: self.schema(v, at, stack) for k, v in node.items() if k != "$ref"}
+                target = self.schema(self.lookup(ref, at), at, (*stack, ref), depth + 1)
+                extra = {
+                    k: self.schema(v, at, stack, depth + 1) for k, v in node.items() if k != "$ref"
+                }
                 return {**target, **extra} if isinstance(target, dict) else target
-            return {k: self.schema(v, at, stack) for k, v in node.items()}
+            return {k: self.schema(v, at, stack, depth + 1) for k, v in node.items()}
         if isinstance(node, list):
-            return [self.schema(item, at, stack) for item in node]
+            return [self.schema(item, at, stack, depth + 1) for item in node]
         return node

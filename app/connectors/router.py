@@ -41,6 +41,13 @@ add_crud_routes(
 )
 
 
+@router.post("/{id}/import", response_model=ConnectorImported, responses=ERROR_RESPONSES)
+async def reimport_connector(id: uuid.UUID, body: ConnectorImport, session: SessionDep) -> Any:
+    """Re-import a newer OpenAPI document: actions are added, updated in place or removed
+    (reported in `changes`); credentials are kept unless new ones are sent."""
+    return await service.resync_openapi(session, id, body)
+
+
 @router.get("/{id}/actions", response_model=list[ActionRead], responses=ERROR_RESPONSES)
 async def list_actions(id: uuid.UUID, session: SessionDep) -> Any:
     """List a connector's actions."""
