@@ -10,7 +10,8 @@ reads fewer tokens without it.
 Body encodings: JSON unless the parameters schema says `"x-body-encoding": "form"`
 (`application/x-www-form-urlencoded`) or `"multipart"` (`multipart/form-data`). Form fields
 follow OpenAPI's defaults: a list repeats its key (`To=a&To=b`), an object is spelled out
-deepObject-style (`metadata[order]=7`), booleans are `true`/`false`.
+deepObject-style (`metadata[order]=7`), booleans are `true`/`false`; a property marked
+`"x-style": "deepObject"` (from the document's `encoding`) indexes its lists (`expand[0]=a`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -54,6 +55,10 @@ class RequestParts:
     has_body: bool = False
     encoding: str = "json"
     """`json`, `form` or `multipart`: how `body` goes on the wire (see `encode_body`)."""
+    deep: frozenset[str] = frozenset()
+    """Body fields whose lists are indexed (`expand[0]=a`) instead of repeated."""
+    files: frozenset[str] = frozenset()
+    """Multipart fields sent as file parts (`format: binary`), named after the field."""
 
 
 def _properties(action: ConnectorAction) -> dict[str, Any]:
@@ -75,6 +80,7 @@ def action_parameters_schema(action: ConnectorAction) -> dict[str, Any]:
         for prop in props.values():
             if isinstance(prop, dict):
                 prop.pop("x-location", None)
+                prop.pop("x-style", None)
     return schema
 
 
@@ -159,24 +165,41 @@ def build_request_parts(action: ConnectorAction, arguments: Mapping[str, Any]) -
         parts.has_body = True
     encoding = (action.parameters or {}).get(BODY_ENCODING) or "json"
     parts.encoding = str(encoding) if encoding in ENCODINGS else "json"
+    if parts.encoding != "json":
+        parts.deep = _body_fields(action, lambda p: p.get("x-style") == "deepObject")
+        parts.files = _body_fields(action, lambda p: p.get("format") == "binary")
     return parts
+
+
+def _body_fields(action: ConnectorAction, test: Callable[[dict[str, Any]], bool]) -> frozenset[str]:
+    """Body field names (as sent, after the template's renames) whose schema passes `test`."""
+    params = {n for n, p in _properties(action).items() if isinstance(p, dict) and test(p)}
+    if params and isinstance(action.body_template, dict):
+        params |= {k for k, v in action.body_template.items()
+                   if isinstance(v, str) and v.strip("{} ") in params}
+    return frozenset(params)
 
 
 def encode_body(parts: RequestParts) -> tuple[bytes, str] | None:
     """(bytes, Content-Type) for a `form` or `multipart` body; None for JSON (or no body)."""
     if not parts.has_body or parts.encoding == "json":
         return None
-    fields = form_fields(parts.body)
+    fields = form_fields(parts.body, deep=parts.deep)
     if parts.encoding == "form":
         return urlencode(fields).encode(), "application/x-www-form-urlencoded"
-    request = httpx.Request(
-        "POST", "http://multipart.invalid/", files=[(k, (None, v)) for k, v in fields]
-    )
+    files = [
+        (k, (k, v.encode(), "application/octet-stream") if k in parts.files else (None, v))
+        for k, v in fields
+    ]
+    request = httpx.Request("POST", "http://multipart.invalid/", files=files)
     return request.read(), request.headers["content-type"]
 
 
-def form_fields(body: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """Flatten a body into form fields: lists repeat the key, objects nest as `k[sub]`."""
+def form_fields(
+    body: Any, prefix: str = "", *, deep: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
+    """Flatten a body into form fields: lists repeat the key (indexed `k[0]` inside objects
+    and for `deep` fields), objects nest as `k[sub]`."""
     if body is None:
         return []
     if not isinstance(body, Mapping):
@@ -189,11 +212,12 @@ def form_fields(body: Any, prefix: str = "") -> list[tuple[str, str]]:
         if value is None:
             continue
         if isinstance(value, list):
+            indexed = bool(prefix) or key in deep
             for index, item in enumerate(value):
                 if isinstance(item, Mapping):
                     fields += form_fields(item, f"{name}[{index}]")
                 else:
-                    fields.append((name, _text(item)))
+                    fields.append((f"{name}[{index}]" if indexed else name, _text(item)))
         elif isinstance(value, Mapping):
             fields += form_fields(value, name)
         else:

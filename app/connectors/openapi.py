@@ -396,7 +396,8 @@ def _request_body(
     fields = _object_fields(schema)
     if fields is None:
         if encoding is not None:
-            warnings.append(f"{m_at}/schema: a {media} body must be an object; skipped")
+            if not _is_empty_object(schema):
+                warnings.append(f"{m_at}/schema: a {media} body must be an object; skipped")
             return None, None
         name = "body" if "body" not in properties else "request_body"
         properties[name] = {**(schema if isinstance(schema, dict) else {}), "x-location": "body"}
@@ -404,17 +405,35 @@ def _request_body(
             required.append(name)
         return "{{" + name + "}}", None
     props, needed = fields
+    styles = _deep_objects(media_obj.get("encoding")) if encoding is not None else set()
     template: dict[str, str] = {}
     for key, prop in props.items():
         if isinstance(prop, dict) and prop.get("readOnly"):
             continue
         param = key if key not in properties else f"body_{key}"
         properties[param] = {**(prop if isinstance(prop, dict) else {}), "x-location": "body"}
+        if key in styles:
+            properties[param]["x-style"] = "deepObject"
         template[key] = "{{" + param + "}}"
         if body_required and key in needed:
             required.append(param)
     renamed = any(v != "{{" + k + "}}" for k, v in template.items())
     return (template if renamed else None), encoding
+
+
+def _deep_objects(encoding: Any) -> set[str]:
+    """Form fields the media type's `encoding` marks `style: deepObject` (`expand[0]=a`)."""
+    if not isinstance(encoding, dict):
+        return set()
+    return {str(k) for k, v in encoding.items()
+            if isinstance(v, dict) and v.get("style") == "deepObject"}
+
+
+def _is_empty_object(schema: Any) -> bool:
+    """`{"type": "object", "properties": {}}` and the like: a body with no fields."""
+    return isinstance(schema, dict) and not schema.get("properties") and (
+        schema.get("type") in (None, "object") and not schema.get("allOf")
+    )
 
 
 def _base(media: str) -> str:
