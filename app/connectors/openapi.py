@@ -10,7 +10,8 @@ Choices a user of the import should know:
 * actions: `operationId` (snake_cased) or `method_path`, sanitised to `[a-z0-9_]{1,64}` and
   made unique. Parameters keep their schema plus `x-location`; cookie parameters and the
   headers OpenAPI reserves (Accept, Content-Type, Authorization) are skipped. A JSON object
-  body becomes one body parameter per property (readOnly ones skipped); any other JSON body
+  body becomes one body parameter per property (readOnly ones skipped; the schema's `required`
+  kept unless the body says `required: false`); any other JSON body
   becomes a single `body` parameter sent as the whole body (`body_template: "{{body}}"`).
   Without a JSON body, an `application/x-www-form-urlencoded` or `multipart/form-data` object
   body becomes one body parameter per property too, and the parameters schema records the
@@ -392,7 +393,9 @@ def _request_body(
     m_at = f"{b_at}/content/{pointer(media)[1:]}"
     media_obj = mapping(content[media] or {}, m_at)
     schema = refs.schema(media_obj.get("schema") or {}, f"{m_at}/schema")
-    body_required = bool(body.get("required"))
+    # many documents (Twilio's) leave `requestBody.required` out; only an explicitly optional
+    # body loses the `required` list of its fields
+    body_required = bool(body.get("required", True))
     fields = _object_fields(schema)
     if fields is None:
         if encoding is not None:
