@@ -20,9 +20,9 @@ from app.errors import Invalid
 _MAX_DEPTH = 24
 _MAX_DESCRIPTION = 1000
 MAX_NODES = 100_000
-"""Nodes one operation's parameters and body may expand to (GitHub's largest: ~6k)."""
+"""Nodes one operation's parameters and body may expand to (largest real ones: ~1.5k)."""
 MAX_DOCUMENT_NODES = 5_000_000
-"""Nodes a whole document may hold once YAML aliases are followed (GitHub's: ~1M)."""
+"""Nodes a whole document may hold once YAML aliases are followed (GitHub's: ~260k)."""
 MAX_NESTING = 128
 
 
@@ -54,22 +54,34 @@ def load(document: dict[str, Any] | str) -> dict[str, Any]:
 
 def measure(node: Any, *, max_nodes: int = MAX_DOCUMENT_NODES) -> int:
     """Nodes in `node` counted as expanded (a shared subtree counts each time it is reached);
-    `Invalid` past `max_nodes` or `MAX_NESTING` levels."""
-    count = 0
-    stack: list[tuple[Any, int]] = [(node, 0)]
-    while stack:
-        current, depth = stack.pop()
-        count += 1
-        if count > max_nodes:
-            raise Invalid(f"/: the document expands to more than {max_nodes} nodes "
-                          "(YAML aliases?); refused")
-        if depth > MAX_NESTING:
+    `Invalid` past `max_nodes` or `MAX_NESTING` levels. Shared subtrees (YAML aliases) are
+    measured once, so a bomb is refused in time proportional to its text, not its expansion.
+    """
+    seen: dict[int, tuple[int, int]] = {}
+
+    def walk(current: Any, depth: int) -> tuple[int, int]:
+        """(expanded size, height) of `current`."""
+        if not isinstance(current, (dict, list)):
+            return 1, 0
+        known = seen.get(id(current))
+        if known is None:
+            if depth > MAX_NESTING:
+                raise Invalid(f"/: nested deeper than {MAX_NESTING} levels")
+            children = current.values() if isinstance(current, dict) else current
+            size, height = 1, 0
+            for child in children:
+                child_size, child_height = walk(child, depth + 1)
+                size += child_size
+                height = max(height, child_height + 1)
+                if size > max_nodes:
+                    raise Invalid(f"/: the document expands to more than {max_nodes} nodes "
+                                  "(YAML aliases?); refused")
+            known = seen[id(current)] = (size, height)
+        if depth + known[1] > MAX_NESTING:
             raise Invalid(f"/: nested deeper than {MAX_NESTING} levels")
-        if isinstance(current, dict):
-            stack.extend((v, depth + 1) for v in current.values())
-        elif isinstance(current, list):
-            stack.extend((v, depth + 1) for v in current)
-    return count
+        return known
+
+    return walk(node, 0)[0]
 
 
 def _yaml_where(exc: yaml.YAMLError) -> str:
