@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
@@ -146,8 +147,8 @@ class ConnectorCreate(Schema):
     @model_validator(mode="after")
     def _check(self) -> ConnectorCreate:
         check_credentials(self.auth_type, self.credentials)
-        names = [a.name for a in self.actions]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        counts = Counter(a.name for a in self.actions)
+        dupes = sorted(n for n, c in counts.items() if c > 1)
         if dupes:
             raise ValueError(f"duplicate action names: {dupes}")
         return self

@@ -4,6 +4,7 @@ auth overrides, import filters and re-sync."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import gzip
 import json
@@ -20,6 +21,7 @@ import pytest
 from app.config import Settings
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
+from tests.connectors.big_spec import big_document
 from tests.connectors.server_app import LocalServer
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "openapi"
@@ -360,3 +362,34 @@ async def test_reimport_updates_actions_in_place_and_keeps_credentials(
 
     unknown = await client.post(f"/api/v1/connectors/{uuid.uuid4()}/import", json={"document": new})
     assert unknown.status_code == 404
+
+
+# --- size: 10,000 operations -------------------------------------------------------------
+
+
+async def test_ten_thousand_operations_import_while_the_server_keeps_answering(
+    client: httpx.AsyncClient,
+) -> None:
+    doc = big_document(10_000)
+    task = asyncio.create_task(
+        client.post(
+            IMPORT,
+            json={
+                "document": doc,
+                "name": unique("big"),
+                "credentials": {"token": "big-token-1234"},
+            },
+        )
+    )
+    answered = 0
+    while not task.done():
+        assert (await client.get("/healthz")).status_code == 200
+        answered += not task.done()
+        await asyncio.sleep(0.01)
+    resp = task.result()
+    assert resp.status_code == 201, resp.text[:500]
+    body = resp.json()
+    assert (len(body["actions"]), body["warnings"], body["auth_type"]) == (10_000, [], "bearer")
+    assert answered >= 5, "the conversion ran on the event loop"
+    patch = next(a for a in body["actions"] if a["name"] == "patch_thing9")
+    assert patch["parameters"]["required"] == ["project", "id", "name"]
