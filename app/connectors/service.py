@@ -40,6 +40,23 @@ def _invalid(exc: ValueError) -> Invalid:
 
 
 _ACTION_FIELDS = tuple(ActionCreate.model_fields)
+_BUILD_IN_THREAD = 100
+"""Connectors with more actions are built and read back in a worker thread (10k: seconds)."""
+
+
+def _build(data: ConnectorCreate) -> Connector:
+    fields = data.model_dump(exclude={"actions", "auth_config"})
+    return Connector(
+        **fields,
+        auth_config=data.auth_config.model_dump(exclude_none=True),
+        # Same order as every later read (the relationship is ordered by name).
+        actions=[ConnectorAction(**a.model_dump()) for a in sorted(data.actions, key=_by_name)],
+    )
+
+
+def _imported(connector: Connector, warnings: list[str], **extra: Any) -> ConnectorImported:
+    read = ConnectorRead.model_validate(connector).model_dump()
+    return ConnectorImported.model_validate({**read, "warnings": warnings, **extra})
 
 
 def _draft(data: ConnectorImport, *, name: str | None, base_url: str | None) -> ConnectorDraft:
@@ -87,14 +104,9 @@ class ConnectorService(CrudService[Connector]):
 
     async def create(self, session: AsyncSession, data: ConnectorCreate) -> Connector:
         await self.ensure_name_free(session, data.name)
-        fields = data.model_dump(exclude={"actions", "auth_config"})
-        connector = Connector(
-            **fields,
-            auth_config=data.auth_config.model_dump(exclude_none=True),
-            # Same order as every later read (the relationship is ordered by name).
-            actions=[ConnectorAction(**a.model_dump()) for a in sorted(data.actions, key=_by_name)],
-        )
-        return await self.save(session, connector)
+        if len(data.actions) > _BUILD_IN_THREAD:
+            return await self.save(session, await asyncio.to_thread(_build, data))
+        return await self.save(session, _build(data))
 
     async def update(
         self, session: AsyncSession, id: uuid.UUID, data: ConnectorUpdate
@@ -166,8 +178,7 @@ class ConnectorService(CrudService[Connector]):
         bomb) never blocks the event loop."""
         create, warnings = await asyncio.to_thread(_create_from, data)
         connector = await self.create(session, create)
-        read = ConnectorRead.model_validate(connector).model_dump()
-        return ConnectorImported.model_validate({**read, "warnings": warnings})
+        return await asyncio.to_thread(_imported, connector, warnings)
 
     async def resync_openapi(
         self, session: AsyncSession, id: uuid.UUID, data: ConnectorImport
@@ -183,10 +194,7 @@ class ConnectorService(CrudService[Connector]):
         self._resync_settings(connector, data, draft)
         changes = self._resync_actions(connector, actions)
         await self.save(session, connector)
-        read = ConnectorRead.model_validate(connector).model_dump()
-        return ConnectorImported.model_validate(
-            {**read, "warnings": draft.warnings, "changes": changes}
-        )
+        return await asyncio.to_thread(_imported, connector, draft.warnings, changes=changes)
 
     @staticmethod
     def _resync_settings(connector: Connector, data: ConnectorImport, draft: Any) -> None:
