@@ -21,6 +21,9 @@ _MAX_DEPTH = 24
 _MAX_DESCRIPTION = 1000
 MAX_NODES = 100_000
 """Nodes one operation's parameters and body may expand to (largest real ones: ~1.5k)."""
+MAX_TOTAL_NODES = 2_000_000
+"""Nodes all operations together may expand to (GitHub's 1,223: ~23k; 10,000 generated: ~230k):
+one big schema shared by thousands of operations is a bomb too."""
 MAX_DOCUMENT_NODES = 5_000_000
 """Nodes a whole document may hold once YAML aliases are followed (GitHub's: ~260k)."""
 MAX_NESTING = 128
@@ -121,11 +124,11 @@ class Refs:
         self._doc = doc
         self.max_nodes = max_nodes
         self.nodes = 0
-        self.largest = 0
+        self.total = 0
 
     def reset(self) -> None:
         """Start the node budget of the next operation."""
-        self.largest = max(self.largest, self.nodes)
+        self.total += self.nodes
         self.nodes = 0
 
     def lookup(self, ref: Any, at: str) -> Any:
@@ -163,6 +166,9 @@ class Refs:
         if self.nodes > self.max_nodes:
             raise Invalid(f"{at}: schemas expand to more than {self.max_nodes} nodes "
                           "($ref bomb?); refused")
+        if self.total + self.nodes > MAX_TOTAL_NODES:
+            raise Invalid(f"{at}: the operations' schemas expand to more than "
+                          f"{MAX_TOTAL_NODES} nodes in all ($ref bomb?); refused")
         if depth > MAX_NESTING:
             raise Invalid(f"{at}: schema nested deeper than {MAX_NESTING} levels")
         if isinstance(node, dict):
