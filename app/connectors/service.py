@@ -197,7 +197,9 @@ class ConnectorService(CrudService[Connector]):
         return await asyncio.to_thread(_imported, connector, draft.warnings, changes=changes)
 
     @staticmethod
-    def _resync_settings(connector: Connector, data: ConnectorImport, draft: Any) -> None:
+    def _resync_settings(
+        connector: Connector, data: ConnectorImport, draft: ConnectorDraft
+    ) -> None:
         connector.name = draft.name
         if data.base_url is not None:
             connector.base_url = draft.base_url
@@ -233,6 +235,7 @@ class ConnectorService(CrudService[Connector]):
         removed = sorted(set(current) - set(incoming))
         for name in removed:
             connector.actions.remove(current[name])
+        connector.actions.sort(key=lambda a: a.name)  # as every later read orders them
         unchanged = len(incoming) - len(added) - len(changed)
         return ImportChanges(
             added=sorted(added), changed=sorted(changed), removed=removed, unchanged=unchanged
