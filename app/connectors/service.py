@@ -236,7 +236,9 @@ class ConnectorService(CrudService[Connector]):
             raise _invalid(exc) from exc
 
     @staticmethod
-    def _resync_actions(connector: Connector, actions: builtins.list[ActionCreate]) -> ImportChanges:
+    def _resync_actions(
+        connector: Connector, actions: builtins.list[ActionCreate]
+    ) -> ImportChanges:
         current = {a.name: a for a in connector.actions}
         incoming = {a.name: a for a in actions}
         added, changed = [], []
