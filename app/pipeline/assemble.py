@@ -1,52 +1,33 @@
 """The per-request tool pipeline (SPEC §4.1): eight small steps, each tested on its own.
 
-1 built-ins · 2 category filter · 3 connectors · 4 databases · 5 MCP servers · 6 skills ·
-7 tool profile · 8 runtime selection. Steps 3-6 give one meta-tool in progressive mode or
-the legacy tools; every step composes toolsets (STYLE rule 7) instead of editing them.
+1 built-ins · 2 category filter · 3-6 one step per kind of stored source (connectors,
+databases, MCP servers, skills; `sources/kinds.py`) · 7 tool profile · 8 runtime selection.
+Each kind gives one meta-tool in progressive mode or its legacy tools; every step composes
+toolsets (STYLE rule 7) instead of editing them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from app.agents.config import ToolProfile
 from app.agents.models import Agent
-from app.config import Settings, SkillMode, ToolMode
-from app.connectors.models import Connector
-from app.databases.models import DatabaseConnector
-from app.mcp.models import McpServer
+from app.config import Settings
 from app.pipeline.mode import ResolvedConfig, ResolvedModes, parse_agent_config, resolve_config
 from app.pipeline.selection import LlmSelector, SelectionResult, select_tools
-from app.pipeline.sources import legacy
 from app.pipeline.sources.backends import Backends
 from app.pipeline.sources.builtins import builtin_toolset
-from app.pipeline.sources.meta_connector import connector_meta_toolset
-from app.pipeline.sources.meta_database import database_meta_toolset
-from app.pipeline.sources.meta_mcp import mcp_meta_toolset
-from app.pipeline.sources.meta_read_skill import read_skill_toolset
-from app.pipeline.sources.stubs import skills_inline, skills_section
+from app.pipeline.sources.kinds import SOURCES, KindPart
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.profile import apply_profile
-from app.skills.models import Skill
 from app.tools.base import Toolset
 from app.tools.combined import CombinedToolset
 from app.tools.meta.request_tools import RequestToolsToolset
 from app.tools.names import NameAllocator
 from app.tools.wrappers import ActiveSetToolset, FilteredToolset
 
-KINDS = ("builtin", "connector", "database", "mcp", "skill")
-META_NAMES = frozenset({"connector", "database", "mcp", "read_skill", "request_tools"})
-
-
-@dataclass(frozen=True, kw_only=True)
-class KindPart:
-    """What one of steps 3-6 contributes: a toolset (or none) and a system-prompt section."""
-
-    toolset: Toolset | None = None
-    prompt: str = ""
-    pinned: frozenset[str] = frozenset()
-    """Meta-tool names: kept by runtime selection whatever the query."""
+KINDS = ("builtin", *(source.kind for source in SOURCES))
+META_NAMES = frozenset({*(source.meta_name for source in SOURCES), "request_tools"})
 
 
 # --- step 1 and 2 -------------------------------------------------------------------------
@@ -68,57 +49,6 @@ def step_category_filter(builtins: Toolset, allowed: frozenset[str]) -> Toolset:
     """Step 2: drop built-ins whose kind the agent does not allow (steps 3-6 check `allowed`)."""
     return FilteredToolset(
         builtins, lambda tool: tool.kind in allowed, reason="category not allowed"
-    )
-
-
-# --- steps 3 to 6 -------------------------------------------------------------------------
-
-
-def step_connectors(
-    connectors: Sequence[Connector], mode: ToolMode, backends: Backends, names: NameAllocator
-) -> KindPart:
-    if not connectors:
-        return KindPart()
-    if mode is ToolMode.LEGACY:
-        return KindPart(toolset=legacy.connector_tools(connectors, backends.connectors, names))
-    toolset = connector_meta_toolset(connectors, backends.connectors)
-    return KindPart(toolset=toolset, pinned=frozenset(toolset.list_tools()))
-
-
-def step_databases(
-    databases: Sequence[DatabaseConnector],
-    mode: ToolMode,
-    backends: Backends,
-    names: NameAllocator,
-) -> KindPart:
-    if not databases:
-        return KindPart()
-    if mode is ToolMode.LEGACY:
-        return KindPart(toolset=legacy.database_tools(databases, backends.databases, names))
-    toolset = database_meta_toolset(databases, backends.databases)
-    return KindPart(toolset=toolset, pinned=frozenset(toolset.list_tools()))
-
-
-def step_mcp(
-    servers: Sequence[McpServer], mode: ToolMode, backends: Backends, names: NameAllocator
-) -> KindPart:
-    if not servers:
-        return KindPart()
-    if mode is ToolMode.LEGACY:
-        return KindPart(toolset=legacy.mcp_tools_legacy(servers, backends.mcp, names))
-    toolset = mcp_meta_toolset(servers, backends.mcp)
-    return KindPart(toolset=toolset, pinned=frozenset(toolset.list_tools()))
-
-
-def step_skills(skills: Sequence[Skill], mode: SkillMode) -> KindPart:
-    """Progressive: stubs in the prompt + `read_skill`. Inline: full content, no tool."""
-    if not skills:
-        return KindPart()
-    if mode is SkillMode.INLINE:
-        return KindPart(prompt=skills_inline(skills))
-    toolset = read_skill_toolset(skills)
-    return KindPart(
-        toolset=toolset, prompt=skills_section(skills), pinned=frozenset(toolset.list_tools())
     )
 
 
@@ -179,14 +109,9 @@ def _kind_parts(
 ) -> list[KindPart]:
     names = NameAllocator(reserved=META_NAMES | {"http_fetch", "recall_knowledge"})
     parts: list[KindPart] = []
-    if "connector" in allowed:
-        parts.append(step_connectors(agent.connectors, modes.connector, backends, names))
-    if "database" in allowed:
-        parts.append(step_databases(agent.databases, modes.database, backends, names))
-    if "mcp" in allowed:
-        parts.append(step_mcp(agent.mcp_servers, modes.mcp, backends, names))
-    if "skill" in allowed:
-        parts.append(step_skills(agent.skills, modes.skill))
+    for source in SOURCES:
+        if source.kind in allowed:
+            parts.append(source.part(source.rows(agent), source.mode(modes), backends, names))
     return parts
 
 

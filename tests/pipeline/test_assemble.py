@@ -10,13 +10,10 @@ from app.pipeline.assemble import (
     build_system_prompt,
     step_builtins,
     step_category_filter,
-    step_connectors,
-    step_databases,
-    step_mcp,
     step_profile,
-    step_skills,
 )
 from app.pipeline.sources.backends import Backends
+from app.pipeline.sources.kinds import step_connectors, step_databases, step_mcp, step_skills
 from app.tools.names import NameAllocator
 from tests.fixtures.catalog import full_agent, github, jira, sales, skills, slack
 from tests.fixtures.pipeline import ctx, make_agent, make_settings

@@ -1,0 +1,130 @@
+"""The kinds of stored tool source, one entry each, behind one registry.
+
+A kind says where its rows are on the agent, which mode applies, how its meta-tool is built
+(progressive mode), how its legacy tools are built, and what it adds to the system prompt.
+`assemble.py` loops over `SOURCES` without knowing any kind; a new kind is one more entry
+here (and a module of builders next to this one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.agents.models import Agent
+from app.config import SkillMode, ToolMode
+from app.pipeline.mode import ResolvedModes
+from app.pipeline.sources import legacy
+from app.pipeline.sources.backends import Backends
+from app.pipeline.sources.meta_connector import connector_meta_toolset
+from app.pipeline.sources.meta_database import database_meta_toolset
+from app.pipeline.sources.meta_mcp import mcp_meta_toolset
+from app.pipeline.sources.meta_read_skill import read_skill_toolset
+from app.pipeline.sources.stubs import skills_inline, skills_section
+from app.tools.base import Toolset
+from app.tools.names import NameAllocator
+
+Rows = Sequence[Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class KindPart:
+    """What one kind contributes: a toolset (or none) and a system-prompt section."""
+
+    toolset: Toolset | None = None
+    prompt: str = ""
+    pinned: frozenset[str] = frozenset()
+    """Meta-tool names: kept by runtime selection whatever the query."""
+
+
+def _backends(backends: Backends | None) -> Backends:
+    if backends is None:
+        raise ValueError("this kind of tool source needs the execution back-ends")
+    return backends
+
+
+def _no_prompt(rows: Rows, progressive: bool) -> str:
+    return ""
+
+
+def _no_tools(rows: Rows, backends: Backends | None, names: NameAllocator) -> Toolset | None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    kind: str
+    """The category name in `agent.tool_categories` and in tool-call audit rows."""
+    meta_name: str
+    """The name of the kind's meta-tool (reserved against legacy tool names)."""
+    rows: Callable[[Agent], Rows]
+    mode: Callable[[ResolvedModes], ToolMode | SkillMode]
+    meta: Callable[[Rows, Backends | None], Toolset]
+    legacy: Callable[[Rows, Backends | None, NameAllocator], Toolset | None] = _no_tools
+    prompt: Callable[[Rows, bool], str] = _no_prompt
+    """The kind's prompt section; the flag says whether the mode is progressive."""
+
+    def part(
+        self,
+        rows: Rows,
+        mode: ToolMode | SkillMode,
+        backends: Backends | None = None,
+        names: NameAllocator | None = None,
+    ) -> KindPart:
+        """Progressive: the meta-tool (pinned for selection). Otherwise: the legacy tools."""
+        if not rows:
+            return KindPart()
+        progressive = mode.value == "progressive"
+        prompt = self.prompt(rows, progressive)
+        if not progressive:
+            toolset = self.legacy(rows, backends, names or NameAllocator())
+            return KindPart(toolset=toolset, prompt=prompt)
+        toolset = self.meta(rows, backends)
+        return KindPart(toolset=toolset, prompt=prompt, pinned=frozenset(toolset.list_tools()))
+
+
+def _skills_prompt(rows: Rows, progressive: bool) -> str:
+    return skills_section(rows) if progressive else skills_inline(rows)
+
+
+CONNECTORS = Source(
+    kind="connector",
+    meta_name="connector",
+    rows=lambda agent: agent.connectors,
+    mode=lambda modes: modes.connector,
+    meta=lambda rows, b: connector_meta_toolset(rows, _backends(b).connectors),
+    legacy=lambda rows, b, names: legacy.connector_tools(rows, _backends(b).connectors, names),
+)
+DATABASES = Source(
+    kind="database",
+    meta_name="database",
+    rows=lambda agent: agent.databases,
+    mode=lambda modes: modes.database,
+    meta=lambda rows, b: database_meta_toolset(rows, _backends(b).databases),
+    legacy=lambda rows, b, names: legacy.database_tools(rows, _backends(b).databases, names),
+)
+MCP_SERVERS = Source(
+    kind="mcp",
+    meta_name="mcp",
+    rows=lambda agent: agent.mcp_servers,
+    mode=lambda modes: modes.mcp,
+    meta=lambda rows, b: mcp_meta_toolset(rows, _backends(b).mcp),
+    legacy=lambda rows, b, names: legacy.mcp_tools_legacy(rows, _backends(b).mcp, names),
+)
+SKILLS = Source(
+    kind="skill",
+    meta_name="read_skill",
+    rows=lambda agent: agent.skills,
+    mode=lambda modes: modes.skill,
+    meta=lambda rows, b: read_skill_toolset(rows),
+    prompt=_skills_prompt,
+)
+"""Progressive: stubs in the prompt + `read_skill`. Inline: full content, no tool."""
+
+SOURCES: tuple[Source, ...] = (CONNECTORS, DATABASES, MCP_SERVERS, SKILLS)
+
+step_connectors = CONNECTORS.part
+step_databases = DATABASES.part
+step_mcp = MCP_SERVERS.part
+step_skills = SKILLS.part
