@@ -1,4 +1,4 @@
-"""The one settings object: the only reader of the environment (SPEC §1)."""
+"""The one settings object: the only reader of the environment (docs/contract.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run events of SPEC §5: one closed union for the journal and for SSE."""
+"""The run events of docs/contract.md §5: one closed union for the journal and for SSE."""
 
 from __future__ import annotations
 

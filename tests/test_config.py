@@ -1,4 +1,7 @@
-"""SPEC §1: one Settings object; the six seed variables in both spellings; loud failures."""
+"""One Settings object; the six seed variables in both spellings; loud failures.
+
+See docs/contract.md §1.
+"""
 
 from __future__ import annotations
 

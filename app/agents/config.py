@@ -1,4 +1,7 @@
-"""`model_config_json`: the per-agent configuration (SPEC §4.2, §6), validated on write."""
+"""`model_config_json`: the per-agent configuration, validated on write.
+
+See docs/contract.md §4.2, §6.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ class _Strict(BaseModel):
 
 
 class ToolProfile(_Strict):
-    """SPEC §6.1: include globs (empty = all) → exclude globs → verified-only → cap."""
+    """docs/contract.md §6.1: include globs (empty = all) → exclude globs → verified-only → cap."""
 
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
@@ -24,7 +27,7 @@ class ToolProfile(_Strict):
 
 
 class StepIteration(_Strict):
-    """SPEC §6.2 progress tracker."""
+    """docs/contract.md §6.2 progress tracker."""
 
     max_reattempts_per_step: int = Field(default=2, ge=1)
     similarity_threshold: float = Field(default=0.85, ge=0.0, le=1.0)
@@ -46,7 +49,7 @@ class CustomPattern(_Strict):
 
 
 class PreHydration(_Strict):
-    """SPEC §6.3 pre-hydration."""
+    """docs/contract.md §6.3 pre-hydration."""
 
     custom_patterns: list[CustomPattern] = Field(default_factory=list)
     resolution_tools: dict[str, str] = Field(default_factory=dict)

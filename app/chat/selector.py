@@ -1,4 +1,7 @@
-"""The `llm` selection strategy: one model call that names the tools to keep (SPEC §4.4)."""
+"""The `llm` selection strategy: one model call that names the tools to keep.
+
+See docs/contract.md §4.4.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""What one loop step decides (STYLE rule 8): run again, answer, or stop."""
+"""What one loop step decides: run again, answer, or stop.
+
+See docs/architecture.md, rule "phases return results".
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Connector actions: the schema the model sees, argument validation and request placement.
 
-Locations (SPEC §3.1): a property's `x-location` wins; otherwise `path` when the action's
+Locations: a property's `x-location` wins; otherwise `path` when the action's
 path has that `{placeholder}`, `query` for GET/DELETE (and HEAD/OPTIONS), else `body`.
 
 `action_parameters_schema()` strips `x-location` from the top-level properties (and the
@@ -12,6 +12,8 @@ Body encodings: JSON unless the parameters schema says `"x-body-encoding": "form
 follow OpenAPI's defaults: a list repeats its key (`To=a&To=b`), an object is spelled out
 deepObject-style (`metadata[order]=7`), booleans are `true`/`false`; a property marked
 `"x-style": "deepObject"` (from the document's `encoding`) indexes its lists (`expand[0]=a`).
+
+See docs/contract.md §3.1.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""Run one connector action over HTTP (SPEC §7.1) — the `ConnectorBackend` implementation.
+"""Run one connector action over HTTP — the `ConnectorBackend` implementation.
 
 Order of a call: validate arguments → place them (path/query/header/body) → inject auth →
 circuit breaker → guarded request (egress check per hop, size cap, timeouts; retried only
 for idempotent methods on connect errors) → text for the model (status line + truncated
 body) → one audit row queued. Every string that leaves this module passes the connector's
 `Redactor`, so a server echoing the credentials back cannot leak them to the model.
+
+See docs/contract.md §7.1.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""OpenAPI 3.0/3.1 → a connector draft (SPEC §2 `POST /api/v1/connectors/import`).
+"""OpenAPI 3.0/3.1 → a connector draft (docs/contract.md §2 `POST /api/v1/connectors/import`).
 
 Choices a user of the import should know:
 * base_url: the `base_url` argument wins as given; otherwise `servers[0].url` with server

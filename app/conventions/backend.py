@@ -1,4 +1,7 @@
-"""`recall_knowledge` back-end: conventions from the table, scoped by directory (SPEC §6.4)."""
+"""`recall_knowledge` back-end: conventions from the table, scoped by directory.
+
+See docs/contract.md §6.4.
+"""
 
 from __future__ import annotations
 

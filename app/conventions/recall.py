@@ -1,4 +1,4 @@
-"""Directory-scoped convention recall (SPEC §6.4), pure functions over loaded rows.
+"""Directory-scoped convention recall (docs/contract.md §6.4), pure functions over loaded rows.
 
 Directories are project-relative POSIX paths. `normalize_directory` turns backslashes
 into `/`, drops `.` segments, leading/trailing slashes and resolves `..`; the project

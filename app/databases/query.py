@@ -1,4 +1,4 @@
-"""`database query`: validate, then run inside a read-only transaction (SPEC §7.2).
+"""`database query`: validate, then run inside a read-only transaction (docs/contract.md §7.2).
 
 Errors reach the model as values with a typed prefix — `[SQL Safety Error]`, `[Timeout]`,
 `[Database Error]` — and never carry the connector URL or its credentials.

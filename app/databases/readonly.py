@@ -1,4 +1,4 @@
-"""Decide whether a SQL text may run against a database connector (SPEC §7.2).
+"""Decide whether a SQL text may run against a database connector (docs/contract.md §7.2).
 
 The check is an allow-list at the root (one read statement) and a deny-list over the
 *whole* sqlglot tree (DML/DDL anywhere, locking, `SELECT … INTO`, side-effect
@@ -195,7 +195,7 @@ def validate_sql(
     hidden_tables: Collection[str] = (),
     read_only: bool = True,
 ) -> None:
-    """Raise SqlSafetyError unless `sql` is a single statement allowed by SPEC §7.2."""
+    """Raise SqlSafetyError unless `sql` is a single statement allowed by docs/contract.md §7.2."""
     check_sql(sql, dialect=dialect, hidden_tables=hidden_tables, read_only=read_only)
 
 

@@ -1,7 +1,9 @@
-"""Declares the five CRUD routes of an admin resource (SPEC §3) from its schemas and service.
+"""Declares the five CRUD routes of an admin resource from its schemas and service.
 
 Deliberately without `from __future__ import annotations`: FastAPI reads the body types
 from the annotations of the inner functions, which are the classes passed in.
+
+See docs/contract.md §3.
 """
 
 import uuid

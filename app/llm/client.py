@@ -1,4 +1,4 @@
-"""OpenAI-compatible Chat Completions over httpx: streamed, native tool calls (SPEC §5).
+"""OpenAI-compatible Chat Completions over httpx: streamed, native tool calls (docs/contract.md §5).
 
 Contract the ReAct loop relies on:
 - `stream_chat()` yields `TextDelta` items as text arrives, then exactly one `Completion`

@@ -1,4 +1,4 @@
-"""Wire-neutral chat types for the OpenAI-compatible client (SPEC §5).
+"""Wire-neutral chat types for the OpenAI-compatible client (docs/contract.md §5).
 
 `LlmClient.stream_chat()` yields zero or more `TextDelta` items followed by exactly one
 `Completion`; the `Completion.message` is the assistant turn to append to the conversation.

@@ -1,4 +1,4 @@
-"""The MCP session pool (SPEC §7.3), owned by the app lifespan.
+"""The MCP session pool (docs/contract.md §7.3), owned by the app lifespan.
 
 One long-lived session per server per process, opened lazily and reused across requests and
 runs. Connects are serialised per server (two racing callers share one connect) and run

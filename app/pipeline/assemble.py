@@ -1,9 +1,9 @@
-"""The per-request tool pipeline (SPEC §4.1): eight small steps, each tested on its own.
+"""The per-request tool pipeline (docs/contract.md §4.1): eight small steps, each tested on its own.
 
 1 built-ins · 2 category filter · 3-6 one step per kind of stored source (connectors,
 databases, MCP servers, skills; `sources/kinds.py`) · 7 tool profile · 8 runtime selection.
 Each kind gives one meta-tool in progressive mode or its legacy tools; every step composes
-toolsets (STYLE rule 7) instead of editing them.
+toolsets (docs/architecture.md, rule "compose, do not branch") instead of editing them.
 """
 
 from __future__ import annotations

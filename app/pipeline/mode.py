@@ -1,6 +1,8 @@
-"""Mode and limit resolution (SPEC §4.2): agent config > environment (Settings) > default.
+"""Mode and limit resolution: agent config > environment (Settings) > default.
 
 Pure functions: no I/O, no clock. Every kind resolves independently.
+
+See docs/contract.md §4.2.
 """
 
 from __future__ import annotations

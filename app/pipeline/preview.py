@@ -1,4 +1,7 @@
-"""The pipeline preview behind `GET /api/v1/agents/{id}/toolset?query=` (SPEC §3, §4)."""
+"""The pipeline preview behind `GET /api/v1/agents/{id}/toolset?query=`.
+
+See docs/contract.md §3, §4.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Local lexical tool ranker for runtime selection (SPEC §4.4, strategy `lexical`).
+"""Local lexical tool ranker for runtime selection (docs/contract.md §4.4, strategy `lexical`).
 
 BM25F over a tool's fields (name, first sentence of the description, the rest of it, parameter
 names, parameter descriptions) plus bigrams, a fallback synonym expansion for request words the

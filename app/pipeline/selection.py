@@ -1,7 +1,9 @@
-"""Runtime selection (SPEC §4.4): above the threshold keep the top `max` tools for the query.
+"""Runtime selection: above the threshold keep the top `max` tools for the query.
 
 The rest stay reachable through `request_tools`, whose description lists them. Meta-tools
 are pinned (never ranked away): each is the gateway to a whole kind of resource.
+
+See docs/contract.md §4.4.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Reference extraction for pre-hydration (SPEC §6.3).
+"""Reference extraction for pre-hydration (docs/contract.md §6.3).
 
 Order: every url, then every file path, every PR, every issue, then each custom pattern
 in its configured order; inside one kind, text order. Values are deduplicated across
 kinds (first wins) and the list stops at `max_references`.
 
-Choices beyond the SPEC regexes:
+Choices beyond the regexes of docs/contract.md:
 - Trailing sentence punctuation (`.,;:!?'"`) is trimmed from a URL, so
   `see https://x.dev/a.` yields `https://x.dev/a`.
 - `#<n>` inside a URL (`https://x.dev/page#12`) or inside a PR mention (`PR #12`) is not
@@ -92,7 +92,7 @@ def extract_references(
     custom_patterns: Sequence[CustomPattern] = (),
     max_references: int = 10,
 ) -> list[Reference]:
-    """References in SPEC order, deduplicated by value (first wins), at most `max_references`."""
+    """References in pattern order, deduplicated by value (first wins), at most `max_references`."""
     references: list[Reference] = []
     seen: set[str] = set()
     if max_references <= 0:

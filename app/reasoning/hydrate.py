@@ -1,6 +1,6 @@
-"""Pre-hydration (SPEC §6.3): resolve references in the task before the first model call.
+"""Pre-hydration: resolve references in the task before the first model call.
 
-Contract details the SPEC leaves open, fixed here:
+Contract details docs/contract.md leaves open, fixed here:
 - Each resolution call gets its own call id (`prehydrate-<index>`, index in reference
   order); results are paired by that id, never by completion order.
 - One deadline (`timeout_s`) covers all calls. Calls still running then are cancelled and
@@ -10,6 +10,8 @@ Contract details the SPEC leaves open, fixed here:
   `...[truncated]` (the marker counts against the budget); if not even one character
   fits, it fails. Every later resolved item fails with `Token budget exhausted`.
 - The system message separates the failure note from the last item with one blank line.
+
+See docs/contract.md §6.3.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tool profile (SPEC §6.1): include globs → exclude globs → verified-only → cap.
+"""Tool profile (docs/contract.md §6.1): include globs → exclude globs → verified-only → cap.
 
 The same decision feeds two places: the tool list the model sees and dispatch, which
 must refuse a name the profile removed even if the model guesses it.

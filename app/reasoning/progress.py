@@ -1,4 +1,4 @@
-"""Progress tracker (SPEC §6.2): stop a step that keeps failing, or fails the same way twice.
+"""Progress tracker: stop a step that keeps failing, or fails the same way twice.
 
 A *step* is one tool target (`connector:jira/create_issue`, `mcp:github/search`, a tool
 name), so retrying a different action of the same connector is a different step.
@@ -13,6 +13,8 @@ The stuck check wins when both hold because its reason says *why* retrying is po
 
 Reason formats: the similarity is a percentage with one decimal (`92.3%`, `100.0%`); the
 threshold is a percentage without a trailing `.0` (`85%`, but `85.5%`).
+
+See docs/contract.md §6.2.
 """
 
 from __future__ import annotations

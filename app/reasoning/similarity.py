@@ -1,4 +1,7 @@
-"""Normalized Levenshtein similarity (SPEC §6.2), measured in characters (code points)."""
+"""Normalized Levenshtein similarity, measured in characters (code points).
+
+See docs/contract.md §6.2.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Outbound HTTP guard shared by connectors and the built-in `http_fetch` (SPEC §7.1).
+"""Outbound HTTP guard shared by connectors and the built-in `http_fetch` (docs/contract.md §7.1).
 
 Why it is built this way:
 

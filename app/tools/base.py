@@ -1,9 +1,11 @@
-"""The tool abstraction every source implements (STYLE rule 7).
+"""The tool abstraction every source implements.
 
 A *source* (skills, connectors, databases, MCP servers, built-ins, meta-tools) exposes
 `list_tools()` and `call_tool()`. Cross-cutting behaviour (profiles, prefixes, caps,
 selection) wraps a source instead of branching inside it. Tool failures are values:
 `ToolResult.fail(...)`, never exceptions that reach the loop.
+
+See docs/architecture.md, rule "compose, do not branch".
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""`safe_call`: no stray exception from a tool source ever reaches the loop (STYLE rule 4)."""
+"""`safe_call`: no stray exception from a tool source ever reaches the loop.
+
+See docs/architecture.md, rule "failures are results".
+"""
 
 from __future__ import annotations
 

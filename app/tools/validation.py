@@ -1,4 +1,7 @@
-"""Tool arguments are checked against the tool's JSON Schema before anything runs (SPEC §4.3)."""
+"""Tool arguments are checked against the tool's JSON Schema before anything runs.
+
+See docs/contract.md §4.3.
+"""
 
 from __future__ import annotations
 

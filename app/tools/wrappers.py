@@ -1,4 +1,7 @@
-"""Cross-cutting behaviour as wrappers around a source (STYLE rule 7), never `if`s inside one."""
+"""Cross-cutting behaviour as wrappers around a source, never `if`s inside one.
+
+See docs/architecture.md, rule "compose, do not branch".
+"""
 
 from __future__ import annotations
 

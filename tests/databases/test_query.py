@@ -1,4 +1,4 @@
-"""`database query` against real Postgres, MariaDB and SQLite (SPEC §7.2)."""
+"""`database query` against real Postgres, MariaDB and SQLite (docs/contract.md §7.2)."""
 
 from __future__ import annotations
 

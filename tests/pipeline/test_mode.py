@@ -1,4 +1,4 @@
-"""Mode resolution (SPEC §4.2): agent config > environment > progressive, per kind."""
+"""Mode resolution (docs/contract.md §4.2): agent config > environment > progressive, per kind."""
 
 from __future__ import annotations
 

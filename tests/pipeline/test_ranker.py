@@ -1,4 +1,7 @@
-"""Lexical tool ranker (SPEC §4.4, strategy `lexical`): behaviour and a quality floor."""
+"""Lexical tool ranker: behaviour and a quality floor.
+
+See docs/contract.md §4.4, strategy `lexical`.
+"""
 
 from __future__ import annotations
 

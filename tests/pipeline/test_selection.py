@@ -1,4 +1,4 @@
-"""Runtime selection (SPEC §4.4): top-k kept, the rest behind request_tools."""
+"""Runtime selection (docs/contract.md §4.4): top-k kept, the rest behind request_tools."""
 
 from __future__ import annotations
 

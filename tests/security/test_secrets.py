@@ -1,4 +1,7 @@
-"""SPEC §7.4: secrets are encrypted at rest, write-only in the API, redacted from logs."""
+"""Secrets are encrypted at rest, write-only in the API, redacted from logs.
+
+See docs/contract.md §7.4.
+"""
 
 from __future__ import annotations
 

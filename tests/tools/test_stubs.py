@@ -1,4 +1,4 @@
-"""Stub formats and their truncation rules (SPEC §4.3)."""
+"""Stub formats and their truncation rules (docs/contract.md §4.3)."""
 
 from __future__ import annotations
 

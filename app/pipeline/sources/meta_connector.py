@@ -1,4 +1,7 @@
-"""`connector(subcommand=discover|execute, connector, action?, parameters?)` (SPEC §4.3, §7.1)."""
+"""`connector(subcommand=discover|execute, connector, action?, parameters?)`.
+
+See docs/contract.md §4.3, §7.1.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""`database(subcommand=list_tables|discover|query, database, table?, sql?)` (SPEC §4.3, §7.2).
+"""`database(subcommand=list_tables|discover|query, database, table?, sql?)`.
 
 list_tables and discover answer from the cached schema (hidden tables never appear);
 only query reaches the live database, through the back-end's read-only guard.
+
+See docs/contract.md §4.3, §7.2.
 """
 
 from __future__ import annotations

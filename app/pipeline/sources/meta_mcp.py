@@ -1,4 +1,4 @@
-"""`mcp(subcommand=discover|call, server, tool?, parameters?)` (SPEC §4.3, §7.3).
+"""`mcp(subcommand=discover|call, server, tool?, parameters?)` (docs/contract.md §4.3, §7.3).
 
 discover answers from the cached tool list; only call reaches the server.
 """

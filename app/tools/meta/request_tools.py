@@ -1,4 +1,7 @@
-"""`request_tools(tool_names)`: load deferred tools into the active set mid-run (SPEC §4.4)."""
+"""`request_tools(tool_names)`: load deferred tools into the active set mid-run.
+
+See docs/contract.md §4.4.
+"""
 
 from __future__ import annotations
 
