@@ -70,7 +70,7 @@ class Runtime:
             conventions=ConventionRecall(sessionmaker),
             tool_audit=tool_audit,
         )
-        hub = RunHub()
+        hub = RunHub(notify=not settings.is_sqlite)
         await hub.start(settings)
         runs = RunManager(
             settings=settings,

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 import asyncpg
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.chat.repository import ChannelRepository
 from app.config import Settings
 
 CHANNEL = "quiver_runs"
@@ -27,10 +29,22 @@ logger = logging.getLogger("quiver.hub")
 
 
 class RunHub:
-    def __init__(self) -> None:
+    def __init__(self, *, notify: bool = False) -> None:
+        self.notify = notify
+        """Send `NOTIFY` with journal writes and cancels (Postgres: other workers listen)."""
         self._waiters: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
         self._listener: asyncpg.Connection | None = None
         self.on_cancel: Callable[[uuid.UUID], None] | None = None
+
+    async def announce(self, session: AsyncSession, run_id: uuid.UUID) -> None:
+        """Tell other workers' followers that the run has new journal rows (on commit)."""
+        if self.notify:
+            await ChannelRepository(session).notify(CHANNEL, str(run_id))
+
+    async def announce_cancel(self, session: AsyncSession, run_id: uuid.UUID) -> None:
+        """Tell the worker executing the run to stop it (on commit)."""
+        if self.notify:
+            await ChannelRepository(session).notify(CHANNEL, f"{CANCEL_PREFIX}{run_id}")
 
     def wake(self, run_id: uuid.UUID) -> None:
         for event in self._waiters.get(run_id, ()):

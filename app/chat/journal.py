@@ -22,12 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert, text
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.chat.hub import CHANNEL, RunHub
-from app.chat.models import RunEventRecord
+from app.chat.hub import RunHub
 from app.chat.repository import JournalRepository
 from app.events import RunEvent, event_from_record, event_payload
 from app.security.redact import redact
@@ -79,12 +77,10 @@ class JournalBatcher:
         *,
         sessionmaker: async_sessionmaker[AsyncSession],
         hub: RunHub,
-        notify: bool,
         retry_s: float = 60.0,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._hub = hub
-        self._notify = notify
         self._retry_s = retry_s
         self._queue: list[_Pending] = []
         self._task: asyncio.Task[None] | None = None
@@ -189,16 +185,12 @@ class JournalBatcher:
 
     async def _commit(self, batch: list[_Pending]) -> None:
         async with self._sessionmaker() as session:
-            await session.execute(insert(RunEventRecord), [p.row() for p in batch])
+            await JournalRepository(session).insert([p.row() for p in batch])
             for pending in batch:
                 if pending.also is not None:
                     await pending.also(session)
-            if self._notify:
-                for run_id in dict.fromkeys(p.run_id for p in batch):
-                    await session.execute(
-                        text("SELECT pg_notify(:channel, :payload)"),
-                        {"channel": CHANNEL, "payload": str(run_id)},
-                    )
+            for run_id in dict.fromkeys(p.run_id for p in batch):
+                await self._hub.announce(session, run_id)
             await session.commit()
 
     async def aclose(self) -> None:

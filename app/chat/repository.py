@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, select, update
+from sqlalchemy import delete, exists, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.models import Conversation, Message, Run, RunEventRecord, Worker
@@ -120,6 +120,11 @@ class RunRepository(RepositoryBase[Run]):
 class ConversationRepository(RepositoryBase[Conversation]):
     model = Conversation
 
+    async def lock(self, conversation_id: uuid.UUID) -> Conversation | None:
+        """The conversation, locked until the transaction ends (orders concurrent starts)."""
+        stmt = select(Conversation).where(Conversation.id == conversation_id).with_for_update()
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
     async def messages(self, conversation_id: uuid.UUID) -> list[Message]:
         stmt = (
             select(Message).where(Message.conversation_id == conversation_id).order_by(Message.seq)
@@ -185,3 +190,17 @@ class JournalRepository:
             RunEventRecord.run_id.in_(run_ids), RunEventRecord.seq.in_(seqs)
         )
         return {(r, s, k) for r, s, k in (await self.session.execute(stmt)).all()}
+
+    async def insert(self, rows: list[dict[str, Any]]) -> None:
+        """A batch of events in one statement (`run_id`, `seq`, `kind`, `data` each)."""
+        await self.session.execute(insert(RunEventRecord), rows)
+
+
+class ChannelRepository:
+    """`NOTIFY` on a Postgres channel, sent when the caller's transaction commits."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def notify(self, channel: str, payload: str) -> None:
+        await self.session.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})

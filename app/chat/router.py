@@ -9,7 +9,8 @@ from fastapi.responses import StreamingResponse
 
 from app.chat.deps import RunHubDep, RunManagerDep
 from app.chat.schemas import CancelResult, ChatRequest, ConversationRead
-from app.chat.service import ensure_run, get_conversation, live_stream, replay_stream
+from app.chat.service import get_conversation
+from app.chat.streams import ensure_run, live_stream, replay_stream
 from app.db.session import SessionDep, SessionmakerDep
 from app.errors import Invalid
 from app.kit.state import SettingsDep

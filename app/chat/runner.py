@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
-from app.chat.hub import CANCEL_PREFIX, CHANNEL, RunHub
+from app.chat.hub import RunHub
 from app.chat.journal import JournalBatcher, JournalWriter, is_transient
 from app.chat.loop import ReactRun, RunDeps, RunInput
 from app.chat.models import Conversation, Message, Run
@@ -142,7 +141,6 @@ class RunManager:
         self.journal = JournalBatcher(
             sessionmaker=sessionmaker,
             hub=hub,
-            notify=not settings.is_sqlite,
             retry_s=settings.journal_retry_s,
         )
         hub.on_cancel = self._cancel_local
@@ -226,10 +224,7 @@ class RunManager:
         if seq is None:
             return False
         logger.warning("run %s was lost with its worker; closed as run_lost", run_id)
-        if not self.settings.is_sqlite:
-            await session.execute(
-                text("SELECT pg_notify(:c, :p)"), {"c": CHANNEL, "p": str(run_id)}
-            )
+        await self.hub.announce(session, run_id)
         return True
 
     async def _executed_somewhere(self, session: AsyncSession, run: Run) -> bool:
@@ -281,11 +276,8 @@ class RunManager:
         await count_run_start(session, principal)
         conversations = ConversationRepository(session)
         if req.conversation_id is not None:
-            stmt = (
-                select(Conversation).where(Conversation.id == req.conversation_id).with_for_update()
-            )
-            conversation = (await session.execute(stmt)).scalar_one_or_none()
-            conversation = principal.owned(conversation, "conversation", req.conversation_id)
+            locked = await conversations.lock(req.conversation_id)
+            conversation = principal.owned(locked, "conversation", req.conversation_id)
             if conversation.agent_id != agent.id:
                 raise Invalid("conversation_id: the conversation belongs to another agent")
             if await self._blocking_run(session, conversation.id):
@@ -479,11 +471,7 @@ class RunManager:
                 return run
             if run.status == "running":
                 await repo.request_cancel(run_id)
-                if not self.settings.is_sqlite:
-                    await session.execute(
-                        text("SELECT pg_notify(:c, :p)"),
-                        {"c": CHANNEL, "p": f"{CANCEL_PREFIX}{run_id}"},
-                    )
+                await self.hub.announce_cancel(session, run_id)
                 await session.commit()
                 run.cancel_requested = True
         self._cancel_local(run_id)

@@ -1,98 +1,14 @@
-"""Chat streams: the live stream of a started run, and journal replay that follows live."""
+"""Reading a conversation back: its messages (with tool calls and results) and runs."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.chat.hub import RunHub
-from app.chat.repository import RUNNING, ConversationRepository, RunRepository
-from app.chat.runner import ActiveRun, Published
+from app.chat.repository import ConversationRepository, RunRepository
 from app.chat.schemas import ConversationRead, MessageRead, RunSummary
-from app.chat.sse import PING, event_frame, frame
-from app.events import TERMINAL_KINDS
 from app.tenancy.principal import Principal
-
-_POLL_S = 1.0
-
-
-async def live_stream(
-    active: ActiveRun, queue: asyncio.Queue[Published], *, ping_s: float
-) -> AsyncIterator[bytes]:
-    """Frames straight from the run task (no journal read on the hot path)."""
-    try:
-        while True:
-            try:
-                item = await asyncio.wait_for(queue.get(), ping_s)
-            except TimeoutError:
-                yield PING
-                continue
-            if item is None:
-                return  # the final event could not be stored; a replay picks it up later
-            seq, event = item
-            yield event_frame(seq, event)
-            if event.kind in TERMINAL_KINDS:
-                return
-    finally:
-        active.unsubscribe(queue)
-
-
-async def ensure_run(
-    sessionmaker: async_sessionmaker[AsyncSession], run_id: uuid.UUID, principal: Principal
-) -> None:
-    """404 unless the run exists and the caller may see it."""
-    async with sessionmaker() as session:
-        principal.owned(await RunRepository(session).get(run_id), "run", run_id)
-
-
-async def replay_stream(
-    sessionmaker: async_sessionmaker[AsyncSession],
-    hub: RunHub,
-    run_id: uuid.UUID,
-    *,
-    after: int,
-    ping_s: float,
-) -> AsyncIterator[bytes]:
-    """Every journaled event after `after`, then live ones until the run's last event."""
-    waiter = hub.waiter(run_id)
-    last, idle = after, 0.0
-    finished_seen = False
-    try:
-        while True:
-            waiter.clear()
-            async with sessionmaker() as session:
-                repo = RunRepository(session)
-                rows = await repo.events_after(run_id, last)
-                run = None if rows else await repo.get(run_id)
-            for row in rows:
-                yield frame(row.seq, row.kind, row.data)
-                last = row.seq
-                if row.kind in TERMINAL_KINDS:
-                    return
-            if rows:
-                idle = 0.0
-                continue
-            if run is None:
-                return  # deleted with its conversation
-            if run.status != RUNNING:
-                # It finished after the journal read: its final event is stored with the
-                # status, so read the journal again before ending.
-                if finished_seen:
-                    return
-                finished_seen = True
-                continue
-            try:
-                await asyncio.wait_for(waiter.wait(), _POLL_S)
-            except TimeoutError:
-                idle += _POLL_S
-                if idle >= ping_s:
-                    idle = 0.0
-                    yield PING
-    finally:
-        hub.drop(run_id, waiter)
 
 
 async def get_conversation(

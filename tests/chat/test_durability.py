@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.chat.hub import RunHub
 from app.chat.models import Run, RunEventRecord
 from app.chat.repository import RunRepository
-from app.chat.service import replay_stream
+from app.chat.streams import replay_stream
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.db.migrate import upgrade
