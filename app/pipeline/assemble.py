@@ -17,7 +17,7 @@ from app.connectors.models import Connector
 from app.databases.models import DatabaseConnector
 from app.mcp.models import McpServer
 from app.pipeline.mode import ResolvedConfig, ResolvedModes, parse_agent_config, resolve_config
-from app.pipeline.selection import LlmSelector, SelectionResult, select_tools
+from app.pipeline.selection import LlmSelector, SelectionResult, local_rank, select_tools
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.profile import apply_profile
 from app.skills.models import Skill
@@ -161,7 +161,10 @@ async def step_selection(
     if result is None:
         return toolset, None, None
     active = ActiveSetToolset(toolset, result.active)
-    visible = CombinedToolset([active, RequestToolsToolset(active)], label="selected")
+    request_tools = RequestToolsToolset(
+        active, query, rank=local_rank(config.selection_strategy)
+    )
+    visible = CombinedToolset([active, request_tools], label="selected")
     return visible, result, active
 
 

@@ -86,6 +86,11 @@ def _schema_texts(schema: Mapping[str, Any], depth: int = 0) -> Iterator[tuple[s
             yield from _schema_texts(items, depth + 1)
 
 
+def schema_parameter_names(schema: Mapping[str, Any]) -> list[str]:
+    """Every parameter name of a JSON schema, nested ones too."""
+    return [name for name, _ in _schema_texts(schema)]
+
+
 def _tool_fields(tool: ToolDef) -> tuple[list[str], ...]:
     first, *rest = _SENTENCE_END.split(tool.description.strip(), maxsplit=1)
     params = list(_schema_texts(tool.parameters))
