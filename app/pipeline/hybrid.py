@@ -10,7 +10,6 @@ plus 0.35 x the best clause's, so a tool that fits one part well is not drowned 
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from app.pipeline.text import words
 from app.tools.base import ToolDef
 
 Matrix = npt.NDArray[np.float32]
+Vector = npt.NDArray[np.float64]
 
 LEXICAL_WEIGHT = 0.25
 EMBEDDING_WEIGHT = 0.75
@@ -59,7 +59,12 @@ class _Embedder:
             with cls._lock:
                 if cls._model is None:
                     import wordllama
+                    from threadpoolctl import threadpool_limits
                     from wordllama import WordLlama
+
+                    # A (tools x 256) by (256 x few) product is memory-bound: BLAS threads
+                    # only add start-up and, on a shared machine, milliseconds of waiting.
+                    threadpool_limits(limits=1, user_api="blas")
 
                     home = Path(wordllama.__file__).resolve().parent
                     cls._model = WordLlama.load(
@@ -73,9 +78,29 @@ class _Embedder:
         if not texts:
             return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
         vectors = np.asarray(cls.model().embed(list(texts), norm=False), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        out: Matrix = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-        return out
+        return _unit_rows(vectors)
+
+    @classmethod
+    def embed_few(cls, texts: Sequence[str]) -> Matrix:
+        """`embed` for a handful of short texts (a request and its clauses).
+
+        Encodes one text at a time: the tokenizer's batch call starts a thread pool, which
+        costs milliseconds on a busy machine for what takes microseconds.
+        """
+        model = cls.model()
+        table = model.embedding
+        vectors = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+        for i, text in enumerate(texts):
+            ids = model.tokenizer.encode(text, add_special_tokens=False).ids
+            if ids:
+                vectors[i] = table[np.clip(ids, 0, table.shape[0] - 1)].mean(axis=0)
+        return _unit_rows(vectors)
+
+
+def _unit_rows(vectors: Matrix) -> Matrix:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out: Matrix = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    return out
 
 
 def split_clauses(query: str) -> list[str]:
@@ -92,11 +117,16 @@ def tool_text(tool: ToolDef) -> str:
     return f"{name}. {tool.description[:_DESCRIPTION_CHARS]} {params}".strip()
 
 
-def _znorm(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def _znorm(scores: Vector) -> Vector:
     std = float(scores.std())
     if std <= 1e-12:
         return np.zeros_like(scores)
-    out: npt.NDArray[np.float64] = (scores - scores.mean()) / std
+    out: Vector = (scores - scores.mean()) / std
+    return out
+
+
+def _fuse(lexical: Vector, similarity: Vector) -> Vector:
+    out: Vector = LEXICAL_WEIGHT * _znorm(lexical) + EMBEDDING_WEIGHT * _znorm(similarity)
     return out
 
 
@@ -116,34 +146,25 @@ class HybridRanker:
     def __len__(self) -> int:
         return len(self._names)
 
-    def _fused(self, lexical: list[float], similarity: npt.NDArray[np.float64]) -> Any:
-        lex = np.asarray(lexical, dtype=np.float64)
-        return LEXICAL_WEIGHT * _znorm(lex) + EMBEDDING_WEIGHT * _znorm(similarity)
-
-    def scores_and_lexical(self, query: str) -> tuple[list[float], list[float]]:
+    def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
         """(fused score per tool, lexical score per tool), in input order."""
-        lexical = self.lexical.scores(query)
+        lexical = np.asarray(self.lexical.scores(query), dtype=np.float64)
         if not self._names or not query.strip():
-            return list(lexical), lexical
+            return lexical, lexical
         clauses = split_clauses(query)
-        vectors = _Embedder.embed([query, *clauses])
+        vectors = _Embedder.embed_few([query, *clauses])
         similarity = (self._matrix @ vectors.T).astype(np.float64)
-        fused = self._fused(lexical, similarity[:, 0])
+        fused = _fuse(lexical, similarity[:, 0])
         if clauses:
-            best = np.max(
-                np.stack(
-                    [
-                        self._fused(self.lexical.scores(c), similarity[:, i + 1])
-                        for i, c in enumerate(clauses)
-                    ]
-                ),
-                axis=0,
-            )
+            best = _fuse(np.asarray(self.lexical.scores(clauses[0])), similarity[:, 1])
+            for i, clause in enumerate(clauses[1:], start=2):
+                part = _fuse(np.asarray(self.lexical.scores(clause)), similarity[:, i])
+                np.maximum(best, part, out=best)
             fused = WHOLE_WEIGHT * fused + CLAUSE_WEIGHT * best
-        return [float(x) for x in fused], lexical
+        return fused, lexical
 
     def scores(self, query: str) -> list[float]:
-        return self.scores_and_lexical(query)[0]
+        return [float(x) for x in self.scores_and_lexical(query)[0]]
 
     def rank(self, query: str, k: int | None = None) -> list[ScoredTool]:
         """Tools best first (ties keep input order); `k` caps the length.
@@ -152,9 +173,16 @@ class HybridRanker:
         threshold keeps its meaning; the order is the fused one.
         """
         fused, lexical = self.scores_and_lexical(query)
-        limit = len(fused) if k is None else max(0, min(k, len(fused)))
-        order = heapq.nsmallest(limit, range(len(fused)), key=lambda i: (-fused[i], i))
-        return [ScoredTool(self._names[i], lexical[i]) for i in order]
+        n = len(fused)
+        limit = n if k is None else max(0, min(k, n))
+        if limit == 0:
+            return []
+        if limit < n:
+            part = np.argpartition(-fused, limit - 1)[:limit]
+            order = part[np.lexsort((part, -fused[part]))]
+        else:
+            order = np.lexsort((np.arange(n), -fused))
+        return [ScoredTool(self._names[i], float(lexical[i])) for i in order.tolist()]
 
     def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
         """True when nothing looks relevant (by the lexical evidence of the ranked tools)."""
