@@ -1,0 +1,173 @@
+"""Disclosure at scale: capped, ranked source lists, `search` over a kind, bounded name enums.
+
+When a kind has more than 12 sources (connectors, databases, MCP servers) or 20 skills, its
+stub lists only the ones best ranked for the user's message, then `… and N more: use
+subcommand search`. Every meta-tool searches its kind (sources and their actions, tables or
+tools; 10 best, one line each). Name enums are used only while they hold at most 50 names;
+beyond that the handler validates the name (with a did-you-mean).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.pipeline.ranker import LexicalRanker
+from app.tools.base import ToolDef
+from app.tools.render import one_line
+from app.tools.suggest import format_choices
+
+SOURCES_CAP = 12
+"""More sources than this in one kind: the stub lists only the best-ranked ones."""
+SKILLS_CAP = 20
+SOURCES_LISTED = 5
+"""Sources listed in a capped stub."""
+ITEMS_LISTED = 5
+"""Action/table/tool names per source in a stub: those the user's message matches first."""
+SKILLS_LISTED = 10
+ENUM_MAX = 50
+SEARCH_RESULTS = 10
+SEARCH_DESCRIPTION_CHARS = 100
+RESOURCE_DESCRIPTION_CHARS = 80
+
+
+def _resource_line(name: str, description: str) -> str:
+    """`- name: description. ` (description cut to 80 chars) or `- name: `."""
+    text = one_line(description, RESOURCE_DESCRIPTION_CHARS).rstrip(". ")
+    return f"- {name}: {text}. " if text else f"- {name}: "
+
+
+def source_stub(name: str, description: str, noun: str, names: Sequence[str], listed: int) -> str:
+    """`- name: description. Noun (N): a, b, … and M more` (at most `listed` names)."""
+    line = _resource_line(name, description)
+    return f"{line}{noun} ({len(names)}): {format_choices(names, listed=listed)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One searchable thing: a source (`jira`) or one of its items (`jira/create_issue`)."""
+
+    name: str
+    description: str = ""
+
+
+def _index(entries: Sequence[Entry]) -> LexicalRanker:
+    """The shared lexical index for these entries (cached by their content)."""
+    return LexicalRanker.cached([ToolDef(name=e.name, description=e.description) for e in entries])
+
+
+def ranked(query: str, entries: Sequence[Entry], k: int | None = None) -> list[int]:
+    """Entry positions best first for `query`; no evidence keeps catalog order."""
+    if not entries:
+        return []
+    if not query.strip():
+        return list(range(len(entries) if k is None else min(k, len(entries))))
+    position = {e.name: i for i, e in enumerate(entries)}
+    return [position[s.name] for s in _index(entries).rank(query, k)]
+
+
+def matches(query: str, entries: Sequence[Entry], k: int = SEARCH_RESULTS) -> list[Entry]:
+    """The k best entries with any evidence for `query` (empty when nothing matches)."""
+    if not entries or not query.strip():
+        return []
+    index = _index(entries)
+    by_name = {e.name: e for e in entries}
+    return [by_name[s.name] for s in index.rank(query, k) if s.score > 0.0]
+
+
+def search_text(query: str, entries: Sequence[Entry], *, noun: str, hint: str) -> str:
+    """`Best 10 of 2000 … for 'q':` then `- name: description` lines (what search returns)."""
+    found = matches(query, entries)
+    if not found:
+        return f"No {noun} matches {query!r}. Try other words."
+    head = f"Best {len(found)} of {len(entries)} {noun} for {query!r}:"
+    lines = []
+    for entry in found:
+        text = one_line(entry.description, SEARCH_DESCRIPTION_CHARS)
+        lines.append(f"- {entry.name}: {text}" if text else f"- {entry.name}")
+    return "\n".join([head, *lines, hint])
+
+
+def more_line(rest: int) -> str:
+    return f"… and {rest} more: use subcommand search"
+
+
+def name_schema(names: Sequence[str], *, noun: str) -> dict[str, Any]:
+    """A string with an enum of the names while there are at most 50, else a plain string."""
+    if len(names) <= ENUM_MAX:
+        return {"type": "string", "enum": list(names)}
+    return {
+        "type": "string",
+        "description": f"One of {len(names)} {noun} names; subcommand search finds them.",
+    }
+
+
+def items_by_source(query: str, items: Sequence[Entry]) -> dict[str, list[str]]:
+    """Item names with evidence for `query`, best first, grouped by source (`source/item`)."""
+    grouped: dict[str, list[str]] = {}
+    if not query.strip():
+        return grouped
+    for entry in matches(query, items, k=len(items)):
+        source, _, item = entry.name.partition("/")
+        grouped.setdefault(source, []).append(item)
+    return grouped
+
+
+def ranked_names(names: Sequence[str], first: Sequence[str]) -> list[str]:
+    """`first` (those of `names` the request matched), then the others in catalog order."""
+    known = set(names)
+    head = [n for n in dict.fromkeys(first) if n in known]
+    chosen = set(head)
+    return head + [n for n in names if n not in chosen]
+
+
+def capped_sources(query: str, sources: Sequence[Entry]) -> tuple[list[int], int]:
+    """(positions of the sources to list, how many are left out) for a kind's stub."""
+    if len(sources) <= SOURCES_CAP:
+        return list(range(len(sources))), 0
+    listed = ranked(query, sources, SOURCES_LISTED)
+    return listed, len(sources) - len(listed)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A source as its kind's stub and search see it."""
+
+    name: str
+    description: str
+    item_names: Sequence[str]
+
+    def entry(self) -> Entry:
+        return Entry(self.name, f"{self.description} {' '.join(self.item_names)}".strip())
+
+
+def kind_catalog(
+    query: str, sources: Sequence[Source], items: Callable[[], Sequence[Entry]], *, noun: str
+) -> str:
+    """A kind's stub lines, one per source with its item count and a few item names.
+
+    Each source lists at most 5 item names, those the user's message
+    matches first, then catalog order. Above 12 sources only the 5 best ranked for the
+    message are listed, then `… and N more: use subcommand search`.
+    """
+    positions, rest = capped_sources(query, [s.entry() for s in sources])
+    grouped = items_by_source(query, items())
+    lines = [
+        source_stub(
+            s.name,
+            s.description,
+            noun,
+            ranked_names(s.item_names, grouped.get(s.name, [])),
+            ITEMS_LISTED,
+        )
+        for s in (sources[i] for i in positions)
+    ]
+    if rest:
+        lines.append(more_line(rest))
+    return "\n".join(lines)
+
+
+def kind_entries(sources: Sequence[Source], items: Sequence[Entry]) -> list[Entry]:
+    """What `search` ranks: every source, then every item."""
+    return [*(Entry(s.name, s.description) for s in sources), *items]
