@@ -9,8 +9,10 @@ beyond that the handler validates the name (with a did-you-mean).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from threading import Lock
 from typing import Any
 
 from app.pipeline.ranker import LexicalRanker
@@ -21,7 +23,7 @@ from app.tools.suggest import format_choices
 SOURCES_CAP = 12
 """More sources than this in one kind: the stub lists only the best-ranked ones."""
 SKILLS_CAP = 20
-SOURCES_LISTED = 5
+SOURCES_LISTED = 4
 """Sources listed in a capped stub."""
 ITEMS_LISTED = 5
 """Action/table/tool names per source in a stub: those the user's message matches first."""
@@ -52,36 +54,74 @@ class Entry:
     description: str = ""
 
 
-def _index(entries: Sequence[Entry]) -> LexicalRanker:
-    """The shared lexical index for these entries (cached by their content)."""
-    return LexicalRanker.cached([ToolDef(name=e.name, description=e.description) for e in entries])
+class EntryIndex:
+    """A lexical index over entries; build once, query many times."""
+
+    def __init__(self, entries: Sequence[Entry]) -> None:
+        self.entries = list(entries)
+        self._ranker = LexicalRanker(
+            [ToolDef(name=e.name, description=e.description) for e in self.entries]
+        )
+        self._position = {e.name: i for i, e in enumerate(self.entries)}
+
+    def ranked(self, query: str, k: int | None = None) -> list[int]:
+        """Entry positions best first for `query`; no evidence keeps catalog order."""
+        if not query.strip():
+            return list(range(len(self.entries) if k is None else min(k, len(self.entries))))
+        return [self._position[s.name] for s in self._ranker.rank(query, k)]
+
+    def matches(self, query: str, k: int = SEARCH_RESULTS) -> list[Entry]:
+        """The k best entries with any evidence for `query` (empty when nothing matches)."""
+        if not query.strip():
+            return []
+        return [
+            self.entries[self._position[s.name]]
+            for s in self._ranker.rank(query, k)
+            if s.score > 0.0
+        ]
+
+
+_INDEXES: OrderedDict[tuple[Entry, ...], EntryIndex] = OrderedDict()
+_INDEXES_LOCK = Lock()
+_INDEXES_SIZE = 32
+
+
+def index_for(entries: Sequence[Entry]) -> EntryIndex:
+    """The shared index for these entries (a small LRU keyed by their content)."""
+    key = tuple(entries)
+    with _INDEXES_LOCK:
+        hit = _INDEXES.get(key)
+        if hit is not None:
+            _INDEXES.move_to_end(key)
+            return hit
+    index = EntryIndex(key)
+    with _INDEXES_LOCK:
+        _INDEXES[key] = index
+        while len(_INDEXES) > _INDEXES_SIZE:
+            _INDEXES.popitem(last=False)
+    return index
 
 
 def ranked(query: str, entries: Sequence[Entry], k: int | None = None) -> list[int]:
     """Entry positions best first for `query`; no evidence keeps catalog order."""
     if not entries:
         return []
-    if not query.strip():
-        return list(range(len(entries) if k is None else min(k, len(entries))))
-    position = {e.name: i for i, e in enumerate(entries)}
-    return [position[s.name] for s in _index(entries).rank(query, k)]
+    return index_for(entries).ranked(query, k)
 
 
 def matches(query: str, entries: Sequence[Entry], k: int = SEARCH_RESULTS) -> list[Entry]:
     """The k best entries with any evidence for `query` (empty when nothing matches)."""
     if not entries or not query.strip():
         return []
-    index = _index(entries)
-    by_name = {e.name: e for e in entries}
-    return [by_name[s.name] for s in index.rank(query, k) if s.score > 0.0]
+    return index_for(entries).matches(query, k)
 
 
-def search_text(query: str, entries: Sequence[Entry], *, noun: str, hint: str) -> str:
+def search_text(query: str, index: EntryIndex, *, noun: str, hint: str) -> str:
     """`Best 10 of 2000 … for 'q':` then `- name: description` lines (what search returns)."""
-    found = matches(query, entries)
+    found = index.matches(query)
     if not found:
         return f"No {noun} matches {query!r}. Try other words."
-    head = f"Best {len(found)} of {len(entries)} {noun} for {query!r}:"
+    head = f"Best {len(found)} of {len(index.entries)} {noun} for {query!r}:"
     lines = []
     for entry in found:
         text = one_line(entry.description, SEARCH_DESCRIPTION_CHARS)

@@ -11,7 +11,16 @@ from typing import Any
 from app.connectors.models import Connector, ConnectorAction
 from app.tools.backends import ConnectorBackend
 from app.tools.base import CallContext, ToolDef, ToolResult
-from app.tools.disclosure import Entry, Source, kind_catalog, kind_entries, name_schema, search_text
+from app.tools.disclosure import (
+    Entry,
+    EntryIndex,
+    Source,
+    index_for,
+    kind_catalog,
+    kind_entries,
+    name_schema,
+    search_text,
+)
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema, one_line
 from app.tools.suggest import unknown_name
@@ -53,6 +62,7 @@ class ConnectorMetaTool:
     ) -> None:
         self._connectors = {c.name: c for c in connectors}
         self._backend = backend
+        self._index: EntryIndex | None = None
         self._sources = [
             Source(c.name, c.description, [a.name for a in c.actions]) for c in connectors
         ]
@@ -85,8 +95,10 @@ class ConnectorMetaTool:
             return ToolResult.fail(
                 invalid_arguments(NAME, "'query' is required for subcommand 'search'")
             )
-        entries = kind_entries(self._sources, _items(list(self._connectors.values())))
-        text = search_text(query, entries, noun="connectors and actions", hint=_SEARCH_HINT)
+        if self._index is None:
+            items = _items(list(self._connectors.values()))
+            self._index = index_for(kind_entries(self._sources, items))
+        text = search_text(query, self._index, noun="connectors and actions", hint=_SEARCH_HINT)
         return ToolResult.success(text, step="connector:search")
 
     async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:

@@ -14,7 +14,16 @@ from app.databases.models import DatabaseConnector
 from app.tools.backends import DatabaseBackend
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.cache import DERIVED, row_key
-from app.tools.disclosure import Entry, Source, kind_catalog, kind_entries, name_schema, search_text
+from app.tools.disclosure import (
+    Entry,
+    EntryIndex,
+    Source,
+    index_for,
+    kind_catalog,
+    kind_entries,
+    name_schema,
+    search_text,
+)
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, one_line
 from app.tools.rows import ColumnInfo, TableInfo, visible_table_names, visible_tables
@@ -104,6 +113,7 @@ class DatabaseMetaTool:
     ) -> None:
         self._databases = {d.name: d for d in databases}
         self._backend = backend
+        self._index: EntryIndex | None = None
         self._sources = [
             Source(d.name, d.description, visible_table_names(d)) for d in databases
         ]
@@ -136,8 +146,10 @@ class DatabaseMetaTool:
             return ToolResult.fail(
                 invalid_arguments(NAME, "'query' is required for subcommand 'search'")
             )
-        entries = kind_entries(self._sources, _items(list(self._databases.values())))
-        text = search_text(query, entries, noun="databases and tables", hint=_SEARCH_HINT)
+        if self._index is None:
+            items = _items(list(self._databases.values()))
+            self._index = index_for(kind_entries(self._sources, items))
+        text = search_text(query, self._index, noun="databases and tables", hint=_SEARCH_HINT)
         return ToolResult.success(text, step="database:search")
 
     async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:

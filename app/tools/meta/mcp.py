@@ -13,7 +13,16 @@ from app.mcp.models import McpServer
 from app.tools.backends import McpBackend
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.cache import DERIVED, row_key
-from app.tools.disclosure import Entry, Source, kind_catalog, kind_entries, name_schema, search_text
+from app.tools.disclosure import (
+    Entry,
+    EntryIndex,
+    Source,
+    index_for,
+    kind_catalog,
+    kind_entries,
+    name_schema,
+    search_text,
+)
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema
 from app.tools.rows import McpToolInfo, mcp_tool_names, mcp_tools
@@ -54,6 +63,7 @@ class McpMetaTool:
         self._servers = {s.name: s for s in servers}
         self._tools: dict[str, dict[str, McpToolInfo]] = {}
         self._backend = backend
+        self._index: EntryIndex | None = None
         self._sources = [Source(s.name, s.description, mcp_tool_names(s)) for s in servers]
         catalog = kind_catalog(
             query,
@@ -84,8 +94,10 @@ class McpMetaTool:
             return ToolResult.fail(
                 invalid_arguments(NAME, "'query' is required for subcommand 'search'")
             )
-        entries = kind_entries(self._sources, _items(list(self._servers.values())))
-        text = search_text(query, entries, noun="servers and tools", hint=_SEARCH_HINT)
+        if self._index is None:
+            items = _items(list(self._servers.values()))
+            self._index = index_for(kind_entries(self._sources, items))
+        text = search_text(query, self._index, noun="servers and tools", hint=_SEARCH_HINT)
         return ToolResult.success(text, step="mcp:search")
 
     async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:

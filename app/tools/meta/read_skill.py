@@ -11,7 +11,7 @@ from typing import Any
 
 from app.skills.models import Skill
 from app.tools.base import CallContext, ToolDef, ToolResult
-from app.tools.disclosure import Entry, name_schema, search_text
+from app.tools.disclosure import Entry, EntryIndex, index_for, name_schema, search_text
 from app.tools.function import FunctionTool, FunctionToolset
 from app.tools.render import clip_output
 from app.tools.stubs import skill_body
@@ -29,6 +29,7 @@ _SEARCH_HINT = "Read one with read_skill(name=<name>)."
 class ReadSkill:
     def __init__(self, skills: Sequence[Skill]) -> None:
         self._skills = {s.name: s for s in skills}
+        self._index: EntryIndex | None = None
         self.tool = ToolDef(
             name=NAME,
             description=DESCRIPTION,
@@ -46,9 +47,12 @@ class ReadSkill:
     async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         query = args.get("search")
         if isinstance(query, str) and query.strip() and not args.get("name"):
-            entries = [Entry(s.name, s.description) for s in self._skills.values()]
+            if self._index is None:
+                entries = [Entry(s.name, s.description) for s in self._skills.values()]
+                self._index = index_for(entries)
             return ToolResult.success(
-                search_text(query, entries, noun="skills", hint=_SEARCH_HINT), step="skill:search"
+                search_text(query, self._index, noun="skills", hint=_SEARCH_HINT),
+                step="skill:search",
             )
         name = str(args.get("name") or "")
         if not name:
