@@ -21,10 +21,24 @@ from tests.fixtures.pipeline import (
     table,
 )
 
-TENANTS = (
-    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november"
-    " oscar papa"
-).split()
+TENANTS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+]
 """16 copies of the base catalog, told apart by a word in every source name."""
 SERVICES = {
     "tracker": ("Issue tracker", ("issue", "project", "sprint", "comment")),
