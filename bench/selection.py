@@ -228,16 +228,85 @@ def run(
     return results
 
 
+SCALE_SIZES = (1_000, 10_000)
+SCALE_QUERIES = 300
+
+
+def _pooled_tools(base: Path) -> list[ToolDef]:
+    """Every tool of every dataset, deduplicated by name."""
+    seen: dict[str, ToolDef] = {}
+    for path in sorted(base.glob("*/tools*.jsonl")):
+        for tool in load_tools(path):
+            seen.setdefault(tool.name, tool)
+    return list(seen.values())
+
+
+def _catalog(pool: list[ToolDef], size: int) -> list[ToolDef]:
+    """`size` tools: the pool repeated with a copy number in each repeated name."""
+    return [
+        ToolDef(
+            name=pool[i % len(pool)].name + (f"_{i // len(pool)}" if i >= len(pool) else ""),
+            description=pool[i % len(pool)].description,
+            parameters=pool[i % len(pool)].parameters,
+        )
+        for i in range(size)
+    ]
+
+
+def scale_timing(
+    root: Path | None = None, strategies: Sequence[str] = ("lexical", "hybrid")
+) -> dict[str, Any]:
+    """Per-query latency, index build time and memory at 1,000 and 10,000 tools."""
+    base = (root or data_dir()) / "selection"
+    pool = _pooled_tools(base)
+    queries = [
+        q["query"]
+        for path in sorted(base.glob("*/queries*.jsonl"))
+        for q in read_jsonl(path)
+        if gold_units(q)
+    ][::7][:SCALE_QUERIES]
+    out: dict[str, Any] = {}
+    HybridRanker([])  # the embedding model loads once per process, outside the build timing
+    for size in SCALE_SIZES:
+        tools = _catalog(pool, size)
+        for strategy in strategies:
+            rss = _rss_mb()
+            started = time.perf_counter()
+            ranker = RANKERS[strategy](tools)
+            build_ms = (time.perf_counter() - started) * 1000.0
+            ms = [_timed_rank(ranker, q)[1] for q in queries]
+            out[f"{strategy} {size}"] = {
+                "tools": size,
+                "queries": len(queries),
+                "build_ms": build_ms,
+                "ms_p50": percentile(ms, 50),
+                "ms_p99": percentile(ms, 99),
+                "rss_growth_mb": _rss_mb() - rss,
+            }
+            del ranker
+    return out
+
+
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.selection")
     parser.add_argument("--split", choices=SPLITS, default="test")
     parser.add_argument("--strategies", default="lexical,hybrid")
+    parser.add_argument("--scale", action="store_true", help="latency at 1,000 and 10,000 tools")
     return parser.parse_args()
 
 
 def main() -> None:
     args = _args()
-    results = run(split=args.split, strategies=[s for s in args.strategies.split(",") if s])
+    strategies = [s for s in args.strategies.split(",") if s]
+    if args.scale:
+        timing = scale_timing(strategies=strategies)
+        rows = [
+            [key, m["queries"], m["build_ms"], m["ms_p50"], m["ms_p99"], m["rss_growth_mb"]]
+            for key, m in timing.items()
+        ]
+        print_table(rows, ["strategy tools", "queries", "build ms", "ms p50", "ms p99", "RSS +MB"])
+        return
+    results = run(split=args.split, strategies=strategies)
     split = results.pop("split")
     print(f"split: {split['name']}; peak RSS growth {split['peak_rss_growth_mb']:.0f} MB")
     rows = []
