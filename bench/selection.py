@@ -230,6 +230,16 @@ def run(
 
 SCALE_SIZES = (1_000, 10_000)
 SCALE_QUERIES = 300
+SCALE_COLUMNS = (
+    "queries",
+    "build_ms",
+    "build_cpu_ms",
+    "ms_p50",
+    "ms_p99",
+    "cpu_ms_p50",
+    "cpu_ms_p99",
+    "rss_growth_mb",
+)
 
 
 def _pooled_tools(base: Path) -> list[ToolDef]:
@@ -271,16 +281,26 @@ def scale_timing(
         tools = _catalog(pool, size)
         for strategy in strategies:
             rss = _rss_mb()
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             ranker = RANKERS[strategy](tools)
             build_ms = (time.perf_counter() - started) * 1000.0
-            ms = [_timed_rank(ranker, q)[1] for q in queries]
+            build_cpu_ms = (time.process_time() - started_cpu) * 1000.0
+            wall: list[float] = []
+            cpu: list[float] = []
+            for q in queries:
+                start, start_cpu = time.perf_counter(), time.process_time()
+                ranker.rank(q, k=max(KS))
+                cpu.append((time.process_time() - start_cpu) * 1000.0)
+                wall.append((time.perf_counter() - start) * 1000.0)
             out[f"{strategy} {size}"] = {
                 "tools": size,
                 "queries": len(queries),
                 "build_ms": build_ms,
-                "ms_p50": percentile(ms, 50),
-                "ms_p99": percentile(ms, 99),
+                "build_cpu_ms": build_cpu_ms,
+                "ms_p50": percentile(wall, 50),
+                "ms_p99": percentile(wall, 99),
+                "cpu_ms_p50": percentile(cpu, 50),
+                "cpu_ms_p99": percentile(cpu, 99),
                 "rss_growth_mb": _rss_mb() - rss,
             }
             del ranker
@@ -301,10 +321,10 @@ def main() -> None:
     if args.scale:
         timing = scale_timing(strategies=strategies)
         rows = [
-            [key, m["queries"], m["build_ms"], m["ms_p50"], m["ms_p99"], m["rss_growth_mb"]]
-            for key, m in timing.items()
+            [key, *(m[c] for c in SCALE_COLUMNS)] for key, m in timing.items()
         ]
-        print_table(rows, ["strategy tools", "queries", "build ms", "ms p50", "ms p99", "RSS +MB"])
+        headers = ["strategy tools", "queries", "build ms", "build cpu ms", "ms p50", "ms p99"]
+        print_table(rows, [*headers, "cpu p50", "cpu p99", "RSS +MB"])
         return
     results = run(split=args.split, strategies=strategies)
     split = results.pop("split")

@@ -44,6 +44,8 @@ _CLAUSE_SPLIT = re.compile(
     re.IGNORECASE,
 )
 _DESCRIPTION_CHARS = 400
+_MAX_TEXT_CHARS = 2000
+_BATCH = 256
 _CACHE_SIZE = 8
 
 
@@ -74,10 +76,23 @@ class _Embedder:
 
     @classmethod
     def embed(cls, texts: Sequence[str]) -> Matrix:
-        """Unit-length rows, one per text (zeros for a text with no known token)."""
-        if not texts:
-            return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-        vectors = np.asarray(cls.model().embed(list(texts), norm=False), dtype=np.float32)
+        """Unit-length rows, one per text (zeros for a text with no known token).
+
+        Mean of each text's token vectors, text by text: the package's own batch call pads
+        a batch to its longest text, which for long tool descriptions costs 100+ MB.
+        """
+        model = cls.model()
+        table = model.embedding
+        vectors = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+        for start in range(0, len(texts), _BATCH):
+            encoded = model.tokenizer.encode_batch(
+                [t[:_MAX_TEXT_CHARS] for t in texts[start : start + _BATCH]],
+                add_special_tokens=False,
+            )
+            for i, enc in enumerate(encoded, start=start):
+                ids = np.asarray(enc.ids, dtype=np.int64)[np.asarray(enc.attention_mask) > 0]
+                if ids.size:
+                    vectors[i] = table[np.clip(ids, 0, table.shape[0] - 1)].mean(axis=0)
         return _unit_rows(vectors)
 
     @classmethod
