@@ -43,6 +43,7 @@ _CLAUSE_SPLIT = re.compile(
     r"[.;,!?]+\s+|[.;!?]+$|\s+(?:and then|and|then|also|as well as|plus)\s+|\s*/\s*",
     re.IGNORECASE,
 )
+_LEADING_JOINER = re.compile(r"^(?:and then|and|then|also|plus)\s+", re.IGNORECASE)
 _DESCRIPTION_CHARS = 400
 _MAX_TEXT_CHARS = 2000
 _BATCH = 256
@@ -120,7 +121,7 @@ def _unit_rows(vectors: Matrix) -> Matrix:
 
 def split_clauses(query: str) -> list[str]:
     """The request's clauses (`. ; , and / then`), only those of at least two words."""
-    parts = [p.strip() for p in _CLAUSE_SPLIT.split(query) if p and p.strip()]
+    parts = [_LEADING_JOINER.sub("", p.strip()) for p in _CLAUSE_SPLIT.split(query) if p.strip()]
     clauses = [p for p in parts if len(words(p)) >= _MIN_CLAUSE_WORDS]
     return clauses[:_MAX_CLAUSES] if len(clauses) > 1 else []
 
