@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from threading import Lock
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.pipeline.ranker import LexicalRanker
 from app.tools.base import ToolDef
@@ -46,9 +46,11 @@ def source_stub(name: str, description: str, noun: str, names: Sequence[str], li
     return f"{line}{noun} ({len(names)}): {format_choices(names, listed=listed)}"
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One searchable thing: a source (`jira`) or one of its items (`jira/create_issue`)."""
+class Entry(NamedTuple):
+    """One searchable thing: a source (`jira`) or one of its items (`jira/create_issue`).
+
+    A named tuple: indexes are cached by a tuple of entries, and tuples hash in C.
+    """
 
     name: str
     description: str = ""
@@ -69,6 +71,14 @@ class EntryIndex:
         if not query.strip():
             return list(range(len(self.entries) if k is None else min(k, len(self.entries))))
         return [self._position[s.name] for s in self._ranker.rank(query, k)]
+
+    def positive(self, query: str) -> list[Entry]:
+        """Every entry with evidence for `query`, best first (ties keep catalog order)."""
+        if not query.strip():
+            return []
+        scores = self._ranker.scores(query)
+        hits = sorted((i for i, v in enumerate(scores) if v > 0.0), key=lambda i: (-scores[i], i))
+        return [self.entries[i] for i in hits]
 
     def matches(self, query: str, k: int = SEARCH_RESULTS) -> list[Entry]:
         """The k best entries with any evidence for `query` (empty when nothing matches)."""
@@ -143,15 +153,11 @@ def name_schema(names: Sequence[str], *, noun: str) -> dict[str, Any]:
     }
 
 
-def items_by_source(query: str, items: Sequence[Entry]) -> dict[str, list[str]]:
-    """Item names with evidence for `query`, best first, grouped by source (`source/item`)."""
-    grouped: dict[str, list[str]] = {}
-    if not query.strip():
-        return grouped
-    for entry in matches(query, items, k=len(items)):
-        source, _, item = entry.name.partition("/")
-        grouped.setdefault(source, []).append(item)
-    return grouped
+def matched_items(query: str, items: Sequence[Entry]) -> list[str]:
+    """One source's item names (`source/item` entries) with evidence for `query`, best first."""
+    if not items or not query.strip():
+        return []
+    return [e.name.partition("/")[2] for e in index_for(items).positive(query)]
 
 
 def ranked_names(names: Sequence[str], first: Sequence[str]) -> list[str]:
@@ -172,37 +178,39 @@ def capped_sources(query: str, sources: Sequence[Entry]) -> tuple[list[int], int
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """A source as its kind's stub and search see it."""
+    """A source as its kind's stub and search see it (build with `source`)."""
 
     name: str
     description: str
     item_names: Sequence[str]
+    entry: Entry
+    """What ranks the source: its name, description and item names."""
 
-    def entry(self) -> Entry:
-        return Entry(self.name, f"{self.description} {' '.join(self.item_names)}".strip())
+
+def source(name: str, description: str, item_names: Sequence[str]) -> Source:
+    words = f"{description} {' '.join(item_names)}".strip()
+    return Source(name, description, list(item_names), Entry(name, words))
 
 
 def kind_catalog(
-    query: str, sources: Sequence[Source], items: Callable[[], Sequence[Entry]], *, noun: str
+    query: str,
+    sources: Sequence[Source],
+    items: Callable[[int], Sequence[Entry]],
+    *,
+    noun: str,
 ) -> str:
     """A kind's stub lines, one per source with its item count and a few item names.
 
-    Each source lists at most 5 item names, those the user's message
-    matches first, then catalog order. Above 12 sources only the 5 best ranked for the
-    message are listed, then `… and N more: use subcommand search`.
+    Each source lists at most 5 item names, those the user's message matches first, then
+    catalog order (`items(i)` gives source i's `source/item` entries). Above 12 sources only
+    the 4 best ranked for the message are listed, then `… and N more: use subcommand search`.
     """
-    positions, rest = capped_sources(query, [s.entry() for s in sources])
-    grouped = items_by_source(query, items())
-    lines = [
-        source_stub(
-            s.name,
-            s.description,
-            noun,
-            ranked_names(s.item_names, grouped.get(s.name, [])),
-            ITEMS_LISTED,
-        )
-        for s in (sources[i] for i in positions)
-    ]
+    positions, rest = capped_sources(query, [s.entry for s in sources])
+    lines = []
+    for i in positions:
+        source = sources[i]
+        names = ranked_names(source.item_names, matched_items(query, items(i)))
+        lines.append(source_stub(source.name, source.description, noun, names, ITEMS_LISTED))
     if rest:
         lines.append(more_line(rest))
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from typing import Any
 from app.connectors.models import Connector, ConnectorAction
 from app.tools.backends import ConnectorBackend
 from app.tools.base import CallContext, ToolDef, ToolResult
+from app.tools.cache import DERIVED
 from app.tools.disclosure import (
     Entry,
     EntryIndex,
@@ -20,9 +21,11 @@ from app.tools.disclosure import (
     kind_entries,
     name_schema,
     search_text,
+    source,
 )
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema, one_line
+from app.tools.stubs import connector_key
 from app.tools.suggest import unknown_name
 from app.tools.validation import invalid_arguments, validate_arguments
 
@@ -52,8 +55,22 @@ def action_step(connector: Connector, action: ConnectorAction) -> str:
     return f"connector:{connector.name}/{action.name}"
 
 
+def _action_entries(connector: Connector) -> list[Entry]:
+    return DERIVED.get(
+        connector_key(connector, "search"),
+        lambda: [Entry(f"{connector.name}/{a.name}", a.description) for a in connector.actions],
+    )
+
+
+def _connector_source(connector: Connector) -> Source:
+    return DERIVED.get(
+        connector_key(connector, "source"),
+        lambda: source(connector.name, connector.description, [a.name for a in connector.actions]),
+    )
+
+
 def _items(connectors: Sequence[Connector]) -> list[Entry]:
-    return [Entry(f"{c.name}/{a.name}", a.description) for c in connectors for a in c.actions]
+    return [e for c in connectors for e in _action_entries(c)]
 
 
 class ConnectorMetaTool:
@@ -63,13 +80,11 @@ class ConnectorMetaTool:
         self._connectors = {c.name: c for c in connectors}
         self._backend = backend
         self._index: EntryIndex | None = None
-        self._sources = [
-            Source(c.name, c.description, [a.name for a in c.actions]) for c in connectors
-        ]
+        self._sources = [_connector_source(c) for c in connectors]
         catalog = kind_catalog(
             query,
             self._sources,
-            lambda: _items(connectors),
+            lambda i: _action_entries(connectors[i]),
             noun="Actions",
         )
         self.tool = ToolDef(

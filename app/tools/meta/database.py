@@ -23,6 +23,7 @@ from app.tools.disclosure import (
     kind_entries,
     name_schema,
     search_text,
+    source,
 )
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, one_line
@@ -103,6 +104,13 @@ def _table_entries(database: DatabaseConnector) -> list[Entry]:
     )
 
 
+def _database_source(database: DatabaseConnector) -> Source:
+    return DERIVED.get(
+        row_key(database, "source"),
+        lambda: source(database.name, database.description, visible_table_names(database)),
+    )
+
+
 def _items(databases: Sequence[DatabaseConnector]) -> list[Entry]:
     return [e for d in databases for e in _table_entries(d)]
 
@@ -114,13 +122,11 @@ class DatabaseMetaTool:
         self._databases = {d.name: d for d in databases}
         self._backend = backend
         self._index: EntryIndex | None = None
-        self._sources = [
-            Source(d.name, d.description, visible_table_names(d)) for d in databases
-        ]
+        self._sources = [_database_source(d) for d in databases]
         catalog = kind_catalog(
             query,
             self._sources,
-            lambda: _items(databases),
+            lambda i: _table_entries(databases[i]),
             noun="Tables",
         )
         self.tool = ToolDef(

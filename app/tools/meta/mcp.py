@@ -22,6 +22,7 @@ from app.tools.disclosure import (
     kind_entries,
     name_schema,
     search_text,
+    source,
 )
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema
@@ -54,6 +55,13 @@ def _tool_entries(server: McpServer) -> list[Entry]:
     )
 
 
+def _server_source(server: McpServer) -> Source:
+    return DERIVED.get(
+        row_key(server, "source"),
+        lambda: source(server.name, server.description, mcp_tool_names(server)),
+    )
+
+
 def _items(servers: Sequence[McpServer]) -> list[Entry]:
     return [e for s in servers for e in _tool_entries(s)]
 
@@ -64,11 +72,11 @@ class McpMetaTool:
         self._tools: dict[str, dict[str, McpToolInfo]] = {}
         self._backend = backend
         self._index: EntryIndex | None = None
-        self._sources = [Source(s.name, s.description, mcp_tool_names(s)) for s in servers]
+        self._sources = [_server_source(s) for s in servers]
         catalog = kind_catalog(
             query,
             self._sources,
-            lambda: _items(servers),
+            lambda i: _tool_entries(servers[i]),
             noun="Tools",
         )
         self.tool = ToolDef(
