@@ -119,13 +119,6 @@ def ranked(query: str, entries: Sequence[Entry], k: int | None = None) -> list[i
     return index_for(entries).ranked(query, k)
 
 
-def matches(query: str, entries: Sequence[Entry], k: int = SEARCH_RESULTS) -> list[Entry]:
-    """The k best entries with any evidence for `query` (empty when nothing matches)."""
-    if not entries or not query.strip():
-        return []
-    return index_for(entries).matches(query, k)
-
-
 def search_text(query: str, index: EntryIndex, *, noun: str, hint: str) -> str:
     """`Best 10 of 2000 … for 'q':` then `- name: description` lines (what search returns)."""
     found = index.matches(query)
@@ -143,13 +136,15 @@ def more_line(rest: int) -> str:
     return f"… and {rest} more: use subcommand search"
 
 
-def name_schema(names: Sequence[str], *, noun: str) -> dict[str, Any]:
+def name_schema(
+    names: Sequence[str], *, noun: str, finder: str = "subcommand search"
+) -> dict[str, Any]:
     """A string with an enum of the names while there are at most 50, else a plain string."""
     if len(names) <= ENUM_MAX:
         return {"type": "string", "enum": list(names)}
     return {
         "type": "string",
-        "description": f"One of {len(names)} {noun} names; subcommand search finds them.",
+        "description": f"One of {len(names)} {noun} names; {finder} finds them.",
     }
 
 
@@ -188,6 +183,7 @@ class Source:
 
 
 def source(name: str, description: str, item_names: Sequence[str]) -> Source:
+    """A `Source` whose ranking entry joins its description and item names."""
     words = f"{description} {' '.join(item_names)}".strip()
     return Source(name, description, list(item_names), Entry(name, words))
 
@@ -208,9 +204,9 @@ def kind_catalog(
     positions, rest = capped_sources(query, [s.entry for s in sources])
     lines = []
     for i in positions:
-        source = sources[i]
-        names = ranked_names(source.item_names, matched_items(query, items(i)))
-        lines.append(source_stub(source.name, source.description, noun, names, ITEMS_LISTED))
+        src = sources[i]
+        names = ranked_names(src.item_names, matched_items(query, items(i)))
+        lines.append(source_stub(src.name, src.description, noun, names, ITEMS_LISTED))
     if rest:
         lines.append(more_line(rest))
     return "\n".join(lines)

@@ -36,7 +36,7 @@ class ReadSkill:
             parameters={
                 "type": "object",
                 "properties": {
-                    "name": name_schema(list(self._skills), noun="skill"),
+                    "name": name_schema(list(self._skills), noun="skill", finder="search"),
                     "search": {"type": "string"},
                 },
             },
