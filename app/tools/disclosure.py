@@ -10,12 +10,14 @@ beyond that the handler validates the name (with a did-you-mean).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from threading import Lock
 from typing import Any, NamedTuple
 
 from app.pipeline.ranker import LexicalRanker
+from app.pipeline.text import tokenize
 from app.tools.base import ToolDef
 from app.tools.render import one_line
 from app.tools.suggest import format_choices
@@ -148,13 +150,6 @@ def name_schema(
     }
 
 
-def matched_items(query: str, items: Sequence[Entry]) -> list[str]:
-    """One source's item names (`source/item` entries) with evidence for `query`, best first."""
-    if not items or not query.strip():
-        return []
-    return [e.name.partition("/")[2] for e in index_for(items).positive(query)]
-
-
 def ranked_names(names: Sequence[str], first: Sequence[str]) -> list[str]:
     """`first` (those of `names` the request matched), then the others in catalog order."""
     known = set(names)
@@ -180,32 +175,49 @@ class Source:
     item_names: Sequence[str]
     entry: Entry
     """What ranks the source: its name, description and item names."""
+    item_terms: tuple[tuple[frozenset[str], frozenset[str]], ...]
+    """Per item: (terms of its name, terms of its description)."""
+
+    def matched(self, terms: frozenset[str]) -> list[str]:
+        """Item names sharing terms with the message: name terms count double, best first."""
+        scored = [
+            (2 * len(name & terms) + len(text & terms), i)
+            for i, (name, text) in enumerate(self.item_terms)
+        ]
+        return [self.item_names[i] for score, i in sorted(scored, key=_by_score) if score > 0]
 
 
-def source(name: str, description: str, item_names: Sequence[str]) -> Source:
-    """A `Source` whose ranking entry joins its description and item names."""
-    words = f"{description} {' '.join(item_names)}".strip()
-    return Source(name, description, list(item_names), Entry(name, words))
+def _by_score(pair: tuple[int, int]) -> tuple[int, int]:
+    return -pair[0], pair[1]
 
 
-def kind_catalog(
-    query: str,
-    sources: Sequence[Source],
-    items: Callable[[int], Sequence[Entry]],
-    *,
-    noun: str,
-) -> str:
+def source(name: str, description: str, items: Sequence[tuple[str, str]]) -> Source:
+    """A `Source` from its (item name, item description) pairs."""
+    names = [n for n, _ in items]
+    words = f"{description} {' '.join(names)}".strip()
+    terms = tuple((frozenset(tokenize(n)), frozenset(tokenize(d))) for n, d in items)
+    return Source(name, description, names, Entry(name, words), terms)
+
+
+@lru_cache(maxsize=64)
+def _message_terms(query: str) -> frozenset[str]:
+    return frozenset(tokenize(query))
+
+
+def kind_catalog(query: str, sources: Sequence[Source], *, noun: str) -> str:
     """A kind's stub lines, one per source with its item count and a few item names.
 
-    Each source lists at most 5 item names, those the user's message matches first, then
-    catalog order (`items(i)` gives source i's `source/item` entries). Above 12 sources only
-    the 4 best ranked for the message are listed, then `… and N more: use subcommand search`.
+    Each source lists at most 5 item names, those sharing terms with the user's message first
+    (a term overlap: the full ranker per source would cost more than the rest of assembly),
+    then catalog order. Above 12 sources only the 4 best ranked for the message are listed,
+    then `… and N more: use subcommand search`.
     """
     positions, rest = capped_sources(query, [s.entry for s in sources])
+    terms = _message_terms(query)
     lines = []
     for i in positions:
         src = sources[i]
-        names = ranked_names(src.item_names, matched_items(query, items(i)))
+        names = ranked_names(src.item_names, src.matched(terms)) if terms else src.item_names
         lines.append(source_stub(src.name, src.description, noun, names, ITEMS_LISTED))
     if rest:
         lines.append(more_line(rest))

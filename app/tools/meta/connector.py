@@ -65,7 +65,11 @@ def _action_entries(connector: Connector) -> list[Entry]:
 def _connector_source(connector: Connector) -> Source:
     return DERIVED.get(
         connector_key(connector, "source"),
-        lambda: source(connector.name, connector.description, [a.name for a in connector.actions]),
+        lambda: source(
+            connector.name,
+            connector.description,
+            [(a.name, a.description) for a in connector.actions],
+        ),
     )
 
 
@@ -81,12 +85,7 @@ class ConnectorMetaTool:
         self._backend = backend
         self._index: EntryIndex | None = None
         self._sources = [_connector_source(c) for c in connectors]
-        catalog = kind_catalog(
-            query,
-            self._sources,
-            lambda i: _action_entries(connectors[i]),
-            noun="Actions",
-        )
+        catalog = kind_catalog(query, self._sources, noun="Actions")
         self.tool = ToolDef(
             name=NAME,
             description=f"{_INTRO}\nConnectors:\n{catalog}",

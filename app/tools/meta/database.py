@@ -27,7 +27,7 @@ from app.tools.disclosure import (
 )
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, one_line
-from app.tools.rows import ColumnInfo, TableInfo, visible_table_names, visible_tables
+from app.tools.rows import ColumnInfo, TableInfo, visible_tables
 from app.tools.suggest import unknown_name
 from app.tools.validation import invalid_arguments
 
@@ -107,7 +107,11 @@ def _table_entries(database: DatabaseConnector) -> list[Entry]:
 def _database_source(database: DatabaseConnector) -> Source:
     return DERIVED.get(
         row_key(database, "source"),
-        lambda: source(database.name, database.description, visible_table_names(database)),
+        lambda: source(
+            database.name,
+            database.description,
+            [(t.name, t.description) for t in visible_tables(database)],
+        ),
     )
 
 
@@ -123,12 +127,7 @@ class DatabaseMetaTool:
         self._backend = backend
         self._index: EntryIndex | None = None
         self._sources = [_database_source(d) for d in databases]
-        catalog = kind_catalog(
-            query,
-            self._sources,
-            lambda i: _table_entries(databases[i]),
-            noun="Tables",
-        )
+        catalog = kind_catalog(query, self._sources, noun="Tables")
         self.tool = ToolDef(
             name=NAME,
             description=f"{_INTRO}\nDatabases:\n{catalog}",

@@ -26,7 +26,7 @@ from app.tools.disclosure import (
 )
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema
-from app.tools.rows import McpToolInfo, mcp_tool_names, mcp_tools
+from app.tools.rows import McpToolInfo, mcp_tools
 from app.tools.suggest import unknown_name
 from app.tools.validation import invalid_arguments, validate_arguments
 
@@ -58,7 +58,9 @@ def _tool_entries(server: McpServer) -> list[Entry]:
 def _server_source(server: McpServer) -> Source:
     return DERIVED.get(
         row_key(server, "source"),
-        lambda: source(server.name, server.description, mcp_tool_names(server)),
+        lambda: source(
+            server.name, server.description, [(t.name, t.description) for t in mcp_tools(server)]
+        ),
     )
 
 
@@ -73,12 +75,7 @@ class McpMetaTool:
         self._backend = backend
         self._index: EntryIndex | None = None
         self._sources = [_server_source(s) for s in servers]
-        catalog = kind_catalog(
-            query,
-            self._sources,
-            lambda i: _tool_entries(servers[i]),
-            noun="Tools",
-        )
+        catalog = kind_catalog(query, self._sources, noun="Tools")
         self.tool = ToolDef(
             name=NAME,
             description=f"{_INTRO}\nServers:\n{catalog}",
