@@ -74,14 +74,6 @@ class EntryIndex:
             return list(range(len(self.entries) if k is None else min(k, len(self.entries))))
         return [self._position[s.name] for s in self._ranker.rank(query, k)]
 
-    def positive(self, query: str) -> list[Entry]:
-        """Every entry with evidence for `query`, best first (ties keep catalog order)."""
-        if not query.strip():
-            return []
-        scores = self._ranker.scores(query)
-        hits = sorted((i for i, v in enumerate(scores) if v > 0.0), key=lambda i: (-scores[i], i))
-        return [self.entries[i] for i in hits]
-
     def matches(self, query: str, k: int = SEARCH_RESULTS) -> list[Entry]:
         """The k best entries with any evidence for `query` (empty when nothing matches)."""
         if not query.strip():
