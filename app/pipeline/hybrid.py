@@ -164,7 +164,7 @@ class HybridRanker:
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
         """(fused score per tool, lexical score per tool), in input order."""
-        lexical = np.asarray(self.lexical.scores(query), dtype=np.float64)
+        lexical = self.lexical.score_array(query)
         if not self._names or not query.strip():
             return lexical, lexical
         clauses = split_clauses(query)
@@ -172,9 +172,9 @@ class HybridRanker:
         similarity = (self._matrix @ vectors.T).astype(np.float64)
         fused = _fuse(lexical, similarity[:, 0])
         if clauses:
-            best = _fuse(np.asarray(self.lexical.scores(clauses[0])), similarity[:, 1])
+            best = _fuse(self.lexical.score_array(clauses[0]), similarity[:, 1])
             for i, clause in enumerate(clauses[1:], start=2):
-                part = _fuse(np.asarray(self.lexical.scores(clause)), similarity[:, i])
+                part = _fuse(self.lexical.score_array(clause), similarity[:, i])
                 np.maximum(best, part, out=best)
             fused = WHOLE_WEIGHT * fused + CLAUSE_WEIGHT * best
         return fused, lexical
