@@ -1,6 +1,6 @@
 """`connector(subcommand=discover|execute|search, connector?, action?, parameters?, query?)`.
 
-discover and execute work on one connector (§7.1); search ranks every connector and action.
+discover and execute work on one connector; search ranks every connector and action.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`mcp(subcommand=discover|call|search, server?, tool?, parameters?, query?)`.
 
-discover answers from the cached tool list; only call reaches the server (§7.3); search ranks
+discover answers from the cached tool list; only call reaches the server; search ranks
 every server and tool for a query.
 """
 
