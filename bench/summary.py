@@ -99,9 +99,11 @@ def token_kinds(r: dict[str, Any]) -> list[Row]:
 def selection(r: dict[str, Any]) -> list[Row]:
     rows = []
     for dataset, protocols in r.items():
+        if dataset == "split":
+            continue
         for proto, m in protocols.items():
-            if proto == "irrelevance":
-                rows.append(_row(f"{dataset}: abstain share (irrelevant)", m["abstain_pool"]))
+            if proto.endswith("irrelevance"):
+                rows.append(_row(f"{dataset} [{proto}]: abstain share", m["abstain_pool"]))
                 continue
             name = f"{dataset} [{proto}]"
             recall = " / ".join(f"{m[f'recall@{k}']:.3f}" for k in (3, 6, 10))

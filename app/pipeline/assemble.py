@@ -14,7 +14,7 @@ from app.agents.config import ToolProfile
 from app.agents.models import Agent
 from app.config import Settings
 from app.pipeline.mode import ResolvedConfig, ResolvedModes, parse_agent_config, resolve_config
-from app.pipeline.selection import LlmSelector, SelectionResult, select_tools
+from app.pipeline.selection import LlmSelector, SelectionResult, local_rank, select_tools
 from app.pipeline.sources.backends import Backends
 from app.pipeline.sources.builtins import builtin_toolset
 from app.pipeline.sources.kinds import SOURCES, KindPart
@@ -91,7 +91,10 @@ async def step_selection(
     if result is None:
         return toolset, None, None
     active = ActiveSetToolset(toolset, result.active)
-    visible = CombinedToolset([active, RequestToolsToolset(active)], label="selected")
+    request_tools = RequestToolsToolset(
+        active, query, rank=local_rank(config.selection_strategy)
+    )
+    visible = CombinedToolset([active, request_tools], label="selected")
     return visible, result, active
 
 
@@ -105,14 +108,14 @@ def build_system_prompt(instructions: str, sections: Iterable[str]) -> str:
 
 
 def _kind_parts(
-    agent: Agent, modes: ResolvedModes, backends: Backends, allowed: frozenset[str]
+    agent: Agent, modes: ResolvedModes, backends: Backends, allowed: frozenset[str], query: str
 ) -> list[KindPart]:
     names = NameAllocator(reserved=META_NAMES | {"http_fetch", "recall_knowledge"})
-    parts: list[KindPart] = []
-    for source in SOURCES:
-        if source.kind in allowed:
-            parts.append(source.part(source.rows(agent), source.mode(modes), backends, names))
-    return parts
+    return [
+        source.part(source.rows(agent), source.mode(modes), backends, names, query)
+        for source in SOURCES
+        if source.kind in allowed
+    ]
 
 
 async def assemble_toolset(
@@ -135,7 +138,7 @@ async def assemble_toolset(
     modes = modes or config.modes
     allowed = allowed_kinds(agent.tool_categories)
     builtins = step_category_filter(step_builtins(backends), allowed)
-    parts = _kind_parts(agent, modes, backends, allowed)
+    parts = _kind_parts(agent, modes, backends, allowed, query)
     sources = [builtins, *(p.toolset for p in parts if p.toolset is not None)]
     base = CombinedToolset(sources, label="agent")
     full = step_profile(base, config.tool_profile)

@@ -44,7 +44,7 @@ def _backends(backends: Backends | None) -> Backends:
     return backends
 
 
-def _no_prompt(rows: Rows, progressive: bool) -> str:
+def _no_prompt(rows: Rows, progressive: bool, query: str) -> str:
     return ""
 
 
@@ -60,9 +60,10 @@ class Source:
     """The name of the kind's meta-tool (reserved against legacy tool names)."""
     rows: Callable[[Agent], Rows]
     mode: Callable[[ResolvedModes], ToolMode | SkillMode]
-    meta: Callable[[Rows, Backends | None], Toolset]
+    meta: Callable[[Rows, Backends | None, str], Toolset]
+    """Built with the user's message (`str`): its description lists the best-ranked rows."""
     legacy: Callable[[Rows, Backends | None, NameAllocator], Toolset | None] = _no_tools
-    prompt: Callable[[Rows, bool], str] = _no_prompt
+    prompt: Callable[[Rows, bool, str], str] = _no_prompt
     """The kind's prompt section; the flag says whether the mode is progressive."""
 
     def part(
@@ -71,21 +72,22 @@ class Source:
         mode: ToolMode | SkillMode,
         backends: Backends | None = None,
         names: NameAllocator | None = None,
+        query: str = "",
     ) -> KindPart:
         """Progressive: the meta-tool (pinned for selection). Otherwise: the legacy tools."""
         if not rows:
             return KindPart()
         progressive = mode.value == "progressive"
-        prompt = self.prompt(rows, progressive)
+        prompt = self.prompt(rows, progressive, query)
         if not progressive:
             toolset = self.legacy(rows, backends, names or NameAllocator())
             return KindPart(toolset=toolset, prompt=prompt)
-        toolset = self.meta(rows, backends)
+        toolset = self.meta(rows, backends, query)
         return KindPart(toolset=toolset, prompt=prompt, pinned=frozenset(toolset.list_tools()))
 
 
-def _skills_prompt(rows: Rows, progressive: bool) -> str:
-    return skills_section(rows) if progressive else skills_inline(rows)
+def _skills_prompt(rows: Rows, progressive: bool, query: str) -> str:
+    return skills_section(rows, query) if progressive else skills_inline(rows)
 
 
 CONNECTORS = Source(
@@ -93,7 +95,7 @@ CONNECTORS = Source(
     meta_name="connector",
     rows=lambda agent: agent.connectors,
     mode=lambda modes: modes.connector,
-    meta=lambda rows, b: connector_meta_toolset(rows, _backends(b).connectors),
+    meta=lambda rows, b, query: connector_meta_toolset(rows, _backends(b).connectors, query),
     legacy=lambda rows, b, names: legacy.connector_tools(rows, _backends(b).connectors, names),
 )
 DATABASES = Source(
@@ -101,7 +103,7 @@ DATABASES = Source(
     meta_name="database",
     rows=lambda agent: agent.databases,
     mode=lambda modes: modes.database,
-    meta=lambda rows, b: database_meta_toolset(rows, _backends(b).databases),
+    meta=lambda rows, b, query: database_meta_toolset(rows, _backends(b).databases, query),
     legacy=lambda rows, b, names: legacy.database_tools(rows, _backends(b).databases, names),
 )
 MCP_SERVERS = Source(
@@ -109,7 +111,7 @@ MCP_SERVERS = Source(
     meta_name="mcp",
     rows=lambda agent: agent.mcp_servers,
     mode=lambda modes: modes.mcp,
-    meta=lambda rows, b: mcp_meta_toolset(rows, _backends(b).mcp),
+    meta=lambda rows, b, query: mcp_meta_toolset(rows, _backends(b).mcp, query),
     legacy=lambda rows, b, names: legacy.mcp_tools_legacy(rows, _backends(b).mcp, names),
 )
 SKILLS = Source(
@@ -117,7 +119,7 @@ SKILLS = Source(
     meta_name="read_skill",
     rows=lambda agent: agent.skills,
     mode=lambda modes: modes.skill,
-    meta=lambda rows, b: read_skill_toolset(rows),
+    meta=lambda rows, b, query: read_skill_toolset(rows),
     prompt=_skills_prompt,
 )
 """Progressive: stubs in the prompt + `read_skill`. Inline: full content, no tool."""
