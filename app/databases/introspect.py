@@ -11,7 +11,6 @@ references_columns}]}]`; tables outside the default schema are named `schema.tab
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import inspect
@@ -141,74 +140,3 @@ def merge_schema(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[d
             }
         )
     return merged
-
-
-def visible_tables(db: DatabaseConnector) -> list[dict[str, Any]]:
-    """Tables in the cache that the model may see."""
-    return [t for t in db.schema_cache or [] if isinstance(t, dict) and not t.get("hidden", False)]
-
-
-def format_table_list(db: DatabaseConnector) -> str:
-    """`list_tables`: names, descriptions and column counts (hidden tables omitted)."""
-    tables = visible_tables(db)
-    if not tables:
-        return (
-            f"Database {db.name!r} has no tables in its schema cache. "
-            "An admin can refresh it with POST /api/v1/databases/{id}/introspect."
-        )
-    lines = [f"Database {db.name!r} ({db.dialect}), {len(tables)} tables:"]
-    for table in tables[:MAX_LISTED_TABLES]:
-        count = len(table.get("columns") or [])
-        line = f"- {table['name']} ({count} columns)"
-        description = _one_line(table.get("description"))
-        lines.append(f"{line}: {description}" if description else line)
-    if len(tables) > MAX_LISTED_TABLES:
-        lines.append(f"… and {len(tables) - MAX_LISTED_TABLES} more")
-    lines.append("Use subcommand=discover with table=<name> for column schemas.")
-    return "\n".join(lines)
-
-
-def find_table(db: DatabaseConnector, table: str) -> dict[str, Any] | None:
-    """A visible table by exact name, then case-insensitively."""
-    tables = visible_tables(db)
-    for candidate in tables:
-        if candidate.get("name") == table:
-            return candidate
-    wanted = table.lower()
-    return next((t for t in tables if str(t.get("name", "")).lower() == wanted), None)
-
-
-def format_table_schema(db: DatabaseConnector, table: str) -> str | None:
-    """`discover`: column schemas of one visible table; None if unknown or hidden."""
-    found = find_table(db, table)
-    if found is None:
-        return None
-    head = f"Table {found['name']}"
-    description = _one_line(found.get("description"))
-    lines = [f"{head}: {description}" if description else head, "Columns:"]
-    lines += [_format_column(c) for c in found.get("columns") or []]
-    return "\n".join(lines)
-
-
-def table_names(db: DatabaseConnector) -> list[str]:
-    """Visible table names, for enums and "did you mean" hints."""
-    return [str(t["name"]) for t in visible_tables(db) if t.get("name")]
-
-
-def _format_column(col: dict[str, Any]) -> str:
-    flags: Iterable[str] = (
-        flag
-        for flag, on in (
-            ("PRIMARY KEY", col.get("primary_key")),
-            ("NOT NULL", not col.get("nullable", True)),
-        )
-        if on
-    )
-    text = " ".join([f"- {col.get('name')}", str(col.get("type", "")), *flags])
-    description = _one_line(col.get("description"))
-    return f"{text} — {description}" if description else text
-
-
-def _one_line(text: Any, limit: int = 200) -> str:
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -21,10 +21,6 @@ class RepositoryBase(Generic[M]):
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    @classmethod
-    def from_session(cls, session: AsyncSession) -> RepositoryBase[M]:
-        return cls(session)
-
     def _options(self) -> Sequence[ORMOption]:
         """Eager loads every read applies (relationships are lazy="raise")."""
         return ()
@@ -56,9 +52,6 @@ class RepositoryBase(Generic[M]):
             stmt = stmt.order_by(order, self.model.id)  # type: ignore[attr-defined]
         rows = await self.session.execute(stmt.limit(limit).offset(offset))
         return list(rows.scalars().unique().all()), int(total or 0)
-
-    async def list_all(self) -> list[M]:
-        return list((await self.session.execute(self.base_select())).scalars().unique().all())
 
     async def add(self, obj: M) -> M:
         self.session.add(obj)

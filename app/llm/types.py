@@ -182,6 +182,3 @@ class Completion:
     @property
     def text(self) -> str:
         return self.message.content or ""
-
-
-StreamItem: TypeAlias = TextDelta | Completion

@@ -12,7 +12,6 @@ from functools import lru_cache
 from typing import TypeVar
 
 from app.agents.config import ToolProfile
-from app.tools.base import ToolDef, ToolResult
 
 T = TypeVar("T")
 
@@ -62,30 +61,3 @@ def apply_profile(
     if profile.max_tools is not None:
         kept = kept[: profile.max_tools]
     return kept
-
-
-def allowed_names(
-    tools: Sequence[T],
-    profile: ToolProfile,
-    *,
-    name: Callable[[T], str],
-    description: Callable[[T], str],
-) -> frozenset[str]:
-    """Names dispatch may run: everything `apply_profile` keeps, nothing else."""
-    return frozenset(
-        name(tool) for tool in apply_profile(tools, profile, name=name, description=description)
-    )
-
-
-def apply_profile_to_defs(tools: Iterable[ToolDef], profile: ToolProfile) -> list[ToolDef]:
-    """`apply_profile` for `ToolDef`s (name and description taken from the definition)."""
-    return apply_profile(
-        list(tools), profile, name=lambda t: t.name, description=lambda t: t.description
-    )
-
-
-def refused(tool_name: str) -> ToolResult:
-    """The observation for a call to a tool the profile filtered out."""
-    return ToolResult.fail(
-        f"Tool {tool_name!r} is not available to this agent (excluded by its tool profile)"
-    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 JsonSchema = dict[str, Any]
 
@@ -76,7 +76,6 @@ class CallContext:
     agent_id: str | None = None
     api_key_id: str | None = None
     user: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 class Toolset(abc.ABC):
@@ -91,5 +90,3 @@ class Toolset(abc.ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release resources; most sources hold none."""
 
-
-ToolKind = Literal["builtin", "skill", "connector", "database", "mcp", "meta"]

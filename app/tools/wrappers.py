@@ -59,15 +59,6 @@ class FilteredToolset(WrapperToolset):
         return await self.inner.call_tool(name, args, ctx)
 
 
-class CappedToolset(FilteredToolset):
-    """The first `max_tools` tools in input order."""
-
-    def __init__(self, inner: Toolset, max_tools: int) -> None:
-        self.max_tools = max_tools
-        kept = frozenset(list(inner.list_tools())[:max_tools])
-        super().__init__(inner, lambda tool: tool.name in kept, reason=f"cap of {max_tools}")
-
-
 @dataclass(frozen=True, kw_only=True)
 class Activation:
     """What `ActiveSetToolset.activate` did with each requested name."""

@@ -6,14 +6,10 @@ import asyncpg
 import pytest
 
 from app.databases.engines import EngineCache
-from app.databases.introspect import (
-    format_table_list,
-    format_table_schema,
-    introspect,
-    merge_schema,
-    table_names,
-)
+from app.databases.introspect import introspect, merge_schema
 from app.databases.query import QueryFailed
+from app.pipeline.sources.meta_database import describe_table, find_table, list_tables_text
+from app.pipeline.sources.rows import TableInfo, visible_table_names
 from tests.databases.conftest import DIALECTS, make_connector
 from tests.databases.seed import SeededDb
 
@@ -117,23 +113,24 @@ def _cached_connector(**overrides: Any) -> Any:
 
 
 def test_table_list_shows_names_descriptions_and_column_counts_without_hidden_tables() -> None:
-    text = format_table_list(_cached_connector())
-    assert "- customers (2 columns): Customer master data" in text
+    text = list_tables_text(_cached_connector())
+    assert "- customers: Customer master data (2 columns)" in text
     assert "- orders (0 columns)" in text
     assert "secrets" not in text
-    assert table_names(_cached_connector()) == ["customers", "orders"]
+    assert visible_table_names(_cached_connector()) == ["customers", "orders"]
 
 
 def test_table_schema_lists_columns_and_refuses_hidden_or_unknown_tables() -> None:
     conn = _cached_connector()
-    text = format_table_schema(conn, "CUSTOMERS")
-    assert text is not None
-    assert "- id INTEGER PRIMARY KEY NOT NULL" in text
-    assert "- country VARCHAR(2) — ISO 3166 alpha-2" in text
-    assert format_table_schema(conn, "secrets") is None
-    assert format_table_schema(conn, "nope") is None
+    table = find_table(conn, "customers")
+    assert isinstance(table, TableInfo)
+    text = describe_table(conn, table)
+    assert "- id INTEGER primary key not null" in text
+    assert "- country VARCHAR(2): ISO 3166 alpha-2" in text
+    assert not isinstance(find_table(conn, "secrets"), TableInfo)
+    assert not isinstance(find_table(conn, "nope"), TableInfo)
 
 
-def test_empty_cache_tells_how_to_refresh() -> None:
-    text = format_table_list(_cached_connector(schema_cache=[]))
-    assert "introspect" in text
+def test_empty_cache_says_so() -> None:
+    text = list_tables_text(_cached_connector(schema_cache=[]))
+    assert "has no tables in its schema cache" in text

@@ -3,14 +3,7 @@ from dataclasses import dataclass
 import pytest
 
 from app.agents.config import ToolProfile
-from app.reasoning.profile import (
-    allowed_names,
-    apply_profile,
-    apply_profile_to_defs,
-    glob_match,
-    refused,
-)
-from app.tools.base import ToolDef
+from app.reasoning.profile import apply_profile, glob_match
 
 
 @dataclass(frozen=True)
@@ -112,30 +105,3 @@ def test_cap_keeps_input_order_not_include_order() -> None:
 def test_cap_applies_after_filters() -> None:
     tools = [Tool("x_1"), Tool("keep_1", "[verified]"), Tool("x_2"), Tool("keep_2", "[verified]")]
     assert _names(tools, ToolProfile(require_verified=True, max_tools=1)) == ["keep_1"]
-
-
-def test_allowed_names_refuses_filtered_tools() -> None:
-    allowed = allowed_names(
-        TOOLS,
-        ToolProfile(include=["jira__*"], exclude=["*delete*"]),
-        name=lambda t: t.name,
-        description=lambda t: t.description,
-    )
-    assert allowed == frozenset({"jira__create_issue"})
-    assert "jira__delete_issue" not in allowed
-
-
-def test_apply_profile_to_tool_defs() -> None:
-    defs = [
-        ToolDef(name="http_fetch", description="Fetch [verified]"),
-        ToolDef(name="recall_knowledge", description="Recall"),
-    ]
-    kept = apply_profile_to_defs(defs, ToolProfile(require_verified=True))
-    assert [d.name for d in kept] == ["http_fetch"]
-
-
-def test_refused_result_names_the_tool() -> None:
-    result = refused("jira__delete_issue")
-    assert not result.ok
-    assert result.error is not None
-    assert "'jira__delete_issue'" in result.error

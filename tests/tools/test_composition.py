@@ -8,7 +8,7 @@ from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.combined import CombinedToolset, ToolNameClash
 from app.tools.function import FunctionTool, FunctionToolset
 from app.tools.guard import safe_call, scrub
-from app.tools.wrappers import ActiveSetToolset, CappedToolset, FilteredToolset
+from app.tools.wrappers import ActiveSetToolset, FilteredToolset
 from tests.fixtures.pipeline import ctx
 
 
@@ -52,12 +52,6 @@ async def test_filtered_hides_and_refuses() -> None:
     refused = await filtered.call_tool("drop", {}, ctx())
     assert refused.error == "Tool 'drop' is not available to this agent (excluded by profile)"
     assert (await filtered.call_tool("keep", {}, ctx())).ok
-
-
-async def test_capped_keeps_the_first_tools_in_order() -> None:
-    capped = CappedToolset(_source("a", "t1", "t2", "t3"), 2)
-    assert list(capped.list_tools()) == ["t1", "t2"]
-    assert not (await capped.call_tool("t3", {}, ctx())).ok
 
 
 async def test_active_set_grows_and_refuses_unloaded_tools() -> None:
