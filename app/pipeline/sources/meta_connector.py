@@ -6,23 +6,14 @@ discover and execute work on one connector; search ranks every connector and act
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
-from app.pipeline.sources.disclosure import (
-    Entry,
-    EntryIndex,
-    Source,
-    index_for,
-    kind_catalog,
-    kind_entries,
-    name_schema,
-    search_text,
-    source,
-)
+from app.pipeline.sources.disclosure import Entry, Source, source
+from app.pipeline.sources.meta_base import KindMetaTool
 from app.pipeline.sources.stubs import connector_key
-from app.tools.base import CallContext, ToolDef, ToolResult
+from app.tools.base import CallContext, ToolResult
 from app.tools.cache import DERIVED
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema, one_line
@@ -73,68 +64,42 @@ def _connector_source(connector: Connector) -> Source:
     )
 
 
-def _items(connectors: Sequence[Connector]) -> list[Entry]:
-    return [e for c in connectors for e in _action_entries(c)]
+class ConnectorMetaTool(KindMetaTool[Connector]):
+    name = NAME
+    row_field = "connector"
+    row_label = "connector"
+    intro = _INTRO
+    heading = "Connectors"
+    catalog_noun = "Actions"
+    search_noun = "connectors and actions"
+    search_hint = _SEARCH_HINT
+    subcommands = SUBCOMMANDS
+    properties: ClassVar[dict[str, Any]] = {
+        "action": {"type": "string"},
+        "parameters": {"type": "object"},
+    }
 
-
-class ConnectorMetaTool:
     def __init__(
         self, connectors: Sequence[Connector], backend: ConnectorBackend, query: str = ""
     ) -> None:
-        self._connectors = {c.name: c for c in connectors}
+        super().__init__(connectors, query)
         self._backend = backend
-        self._index: EntryIndex | None = None
-        self._sources = [_connector_source(c) for c in connectors]
-        catalog = kind_catalog(query, self._sources, noun="Actions")
-        self.tool = ToolDef(
-            name=NAME,
-            description=f"{_INTRO}\nConnectors:\n{catalog}",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "subcommand": {"type": "string", "enum": list(SUBCOMMANDS)},
-                    "connector": name_schema(list(self._connectors), noun="connector"),
-                    "action": {"type": "string"},
-                    "parameters": {"type": "object"},
-                    "query": {"type": "string"},
-                },
-                "required": ["subcommand"],
-            },
-            kind="connector",
-            target="connector",
-        )
 
-    def search(self, query: Any) -> ToolResult:
-        if not isinstance(query, str) or not query.strip():
-            return ToolResult.fail(
-                invalid_arguments(NAME, "'query' is required for subcommand 'search'")
-            )
-        if self._index is None:
-            items = _items(list(self._connectors.values()))
-            self._index = index_for(kind_entries(self._sources, items))
-        text = search_text(query, self._index, noun="connectors and actions", hint=_SEARCH_HINT)
-        return ToolResult.success(text, step="connector:search")
+    def name_of(self, row: Connector) -> str:
+        return row.name
 
-    async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        subcommand = args.get("subcommand")
-        if subcommand == "search":
-            return self.search(args.get("query"))
-        if subcommand not in SUBCOMMANDS:
-            return ToolResult.fail(
-                f"Unknown subcommand {subcommand!r}. Valid: {', '.join(SUBCOMMANDS)}."
-            )
-        name = str(args.get("connector") or "")
-        if not name:
-            return ToolResult.fail(
-                invalid_arguments(NAME, f"'connector' is required for subcommand {subcommand!r}")
-            )
-        connector = self._connectors.get(name)
-        if connector is None:
-            return ToolResult.fail(unknown_name("connector", name, list(self._connectors)))
-        action_name = args.get("action")
+    def source_of(self, row: Connector) -> Source:
+        return _connector_source(row)
+
+    def entries_of(self, row: Connector) -> list[Entry]:
+        return _action_entries(row)
+
+    async def run(
+        self, subcommand: str, row: Connector, args: dict[str, Any], ctx: CallContext
+    ) -> ToolResult:
         if subcommand == "discover":
-            return self._discover(connector, action_name)
-        return await self._execute(connector, action_name, args.get("parameters"), ctx)
+            return self._discover(row, args.get("action"))
+        return await self._execute(row, args.get("action"), args.get("parameters"), ctx)
 
     def _find(self, connector: Connector, name: str) -> ConnectorAction | ToolResult:
         for action in connector.actions:

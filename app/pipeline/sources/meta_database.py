@@ -8,23 +8,14 @@ every database and table for a query.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from app.databases.backend import DatabaseBackend
 from app.databases.models import DatabaseConnector
-from app.pipeline.sources.disclosure import (
-    Entry,
-    EntryIndex,
-    Source,
-    index_for,
-    kind_catalog,
-    kind_entries,
-    name_schema,
-    search_text,
-    source,
-)
+from app.pipeline.sources.disclosure import Entry, Source, source
+from app.pipeline.sources.meta_base import KindMetaTool
 from app.pipeline.sources.rows import ColumnInfo, ForeignKeyInfo, TableInfo, visible_tables
-from app.tools.base import CallContext, ToolDef, ToolResult
+from app.tools.base import CallContext, ToolResult
 from app.tools.cache import DERIVED, row_key
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, one_line
@@ -126,75 +117,48 @@ def _database_source(database: DatabaseConnector) -> Source:
     )
 
 
-def _items(databases: Sequence[DatabaseConnector]) -> list[Entry]:
-    return [e for d in databases for e in _table_entries(d)]
+class DatabaseMetaTool(KindMetaTool[DatabaseConnector]):
+    name = NAME
+    row_field = "database"
+    row_label = "database"
+    intro = _INTRO
+    heading = "Databases"
+    catalog_noun = "Tables"
+    search_noun = "databases and tables"
+    search_hint = _SEARCH_HINT
+    subcommands = SUBCOMMANDS
+    properties: ClassVar[dict[str, Any]] = {
+        "table": {"type": "string"},
+        "sql": {"type": "string"},
+    }
 
-
-class DatabaseMetaTool:
     def __init__(
         self, databases: Sequence[DatabaseConnector], backend: DatabaseBackend, query: str = ""
     ) -> None:
-        self._databases = {d.name: d for d in databases}
+        super().__init__(databases, query)
         self._backend = backend
-        self._index: EntryIndex | None = None
-        self._sources = [_database_source(d) for d in databases]
-        catalog = kind_catalog(query, self._sources, noun="Tables")
-        self.tool = ToolDef(
-            name=NAME,
-            description=f"{_INTRO}\nDatabases:\n{catalog}",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "subcommand": {"type": "string", "enum": list(SUBCOMMANDS)},
-                    "database": name_schema(list(self._databases), noun="database"),
-                    "table": {"type": "string"},
-                    "sql": {"type": "string"},
-                    "query": {"type": "string"},
-                },
-                "required": ["subcommand"],
-            },
-            kind="database",
-            target="database",
-        )
 
-    def search(self, query: Any) -> ToolResult:
-        if not isinstance(query, str) or not query.strip():
-            return ToolResult.fail(
-                invalid_arguments(NAME, "'query' is required for subcommand 'search'")
-            )
-        if self._index is None:
-            items = _items(list(self._databases.values()))
-            self._index = index_for(kind_entries(self._sources, items))
-        text = search_text(query, self._index, noun="databases and tables", hint=_SEARCH_HINT)
-        return ToolResult.success(text, step="database:search")
+    def name_of(self, row: DatabaseConnector) -> str:
+        return row.name
 
-    async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        subcommand = args.get("subcommand")
-        if subcommand == "search":
-            return self.search(args.get("query"))
-        if subcommand not in SUBCOMMANDS:
-            return ToolResult.fail(
-                f"Unknown subcommand {subcommand!r}. Valid: {', '.join(SUBCOMMANDS)}."
-            )
-        name = str(args.get("database") or "")
-        if not name:
-            return ToolResult.fail(
-                invalid_arguments(NAME, f"'database' is required for subcommand {subcommand!r}")
-            )
-        database = self._databases.get(name)
-        if database is None:
-            return ToolResult.fail(unknown_name("database", name, list(self._databases)))
+    def source_of(self, row: DatabaseConnector) -> Source:
+        return _database_source(row)
+
+    def entries_of(self, row: DatabaseConnector) -> list[Entry]:
+        return _table_entries(row)
+
+    async def run(
+        self, subcommand: str, row: DatabaseConnector, args: dict[str, Any], ctx: CallContext
+    ) -> ToolResult:
         match subcommand:
             case "list_tables":
-                return ToolResult.success(clip_output(list_tables_text(database)))
+                return ToolResult.success(clip_output(list_tables_text(row)))
             case "discover":
-                return self._discover(database, args.get("table"))
+                return self._discover(row, args.get("table"))
             case "query":
-                return await run_query(self._backend, database, args.get("sql"), ctx, NAME)
+                return await run_query(self._backend, row, args.get("sql"), ctx, NAME)
             case other:
-                return ToolResult.fail(
-                    f"Unknown subcommand {other!r}. Valid: {', '.join(SUBCOMMANDS)}."
-                )
+                return self.unknown_subcommand(other)
 
     def _discover(self, database: DatabaseConnector, table_name: Any) -> ToolResult:
         if table_name:

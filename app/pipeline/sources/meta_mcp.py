@@ -7,23 +7,14 @@ every server and tool for a query.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from app.mcp.backend import McpBackend
 from app.mcp.models import McpServer
-from app.pipeline.sources.disclosure import (
-    Entry,
-    EntryIndex,
-    Source,
-    index_for,
-    kind_catalog,
-    kind_entries,
-    name_schema,
-    search_text,
-    source,
-)
+from app.pipeline.sources.disclosure import Entry, Source, source
+from app.pipeline.sources.meta_base import KindMetaTool
 from app.pipeline.sources.rows import McpToolInfo, mcp_tools
-from app.tools.base import CallContext, ToolDef, ToolResult
+from app.tools.base import CallContext, ToolResult
 from app.tools.cache import DERIVED, row_key
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema
@@ -64,66 +55,41 @@ def _server_source(server: McpServer) -> Source:
     )
 
 
-def _items(servers: Sequence[McpServer]) -> list[Entry]:
-    return [e for s in servers for e in _tool_entries(s)]
+class McpMetaTool(KindMetaTool[McpServer]):
+    name = NAME
+    row_field = "server"
+    row_label = "MCP server"
+    intro = _INTRO
+    heading = "Servers"
+    catalog_noun = "Tools"
+    search_noun = "servers and tools"
+    search_hint = _SEARCH_HINT
+    subcommands = SUBCOMMANDS
+    properties: ClassVar[dict[str, Any]] = {
+        "tool": {"type": "string"},
+        "parameters": {"type": "object"},
+    }
 
-
-class McpMetaTool:
     def __init__(self, servers: Sequence[McpServer], backend: McpBackend, query: str = "") -> None:
-        self._servers = {s.name: s for s in servers}
+        super().__init__(servers, query)
         self._tools: dict[str, dict[str, McpToolInfo]] = {}
         self._backend = backend
-        self._index: EntryIndex | None = None
-        self._sources = [_server_source(s) for s in servers]
-        catalog = kind_catalog(query, self._sources, noun="Tools")
-        self.tool = ToolDef(
-            name=NAME,
-            description=f"{_INTRO}\nServers:\n{catalog}",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "subcommand": {"type": "string", "enum": list(SUBCOMMANDS)},
-                    "server": name_schema(list(self._servers), noun="server"),
-                    "tool": {"type": "string"},
-                    "parameters": {"type": "object"},
-                    "query": {"type": "string"},
-                },
-                "required": ["subcommand"],
-            },
-            kind="mcp",
-            target="mcp",
-        )
 
-    def search(self, query: Any) -> ToolResult:
-        if not isinstance(query, str) or not query.strip():
-            return ToolResult.fail(
-                invalid_arguments(NAME, "'query' is required for subcommand 'search'")
-            )
-        if self._index is None:
-            items = _items(list(self._servers.values()))
-            self._index = index_for(kind_entries(self._sources, items))
-        text = search_text(query, self._index, noun="servers and tools", hint=_SEARCH_HINT)
-        return ToolResult.success(text, step="mcp:search")
+    def name_of(self, row: McpServer) -> str:
+        return row.name
 
-    async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        subcommand = args.get("subcommand")
-        if subcommand == "search":
-            return self.search(args.get("query"))
-        if subcommand not in SUBCOMMANDS:
-            return ToolResult.fail(
-                f"Unknown subcommand {subcommand!r}. Valid: {', '.join(SUBCOMMANDS)}."
-            )
-        name = str(args.get("server") or "")
-        if not name:
-            return ToolResult.fail(
-                invalid_arguments(NAME, f"'server' is required for subcommand {subcommand!r}")
-            )
-        server = self._servers.get(name)
-        if server is None:
-            return ToolResult.fail(unknown_name("MCP server", name, list(self._servers)))
+    def source_of(self, row: McpServer) -> Source:
+        return _server_source(row)
+
+    def entries_of(self, row: McpServer) -> list[Entry]:
+        return _tool_entries(row)
+
+    async def run(
+        self, subcommand: str, row: McpServer, args: dict[str, Any], ctx: CallContext
+    ) -> ToolResult:
         if subcommand == "discover":
-            return self._discover(server, args.get("tool"))
-        return await self._call(server, args.get("tool"), args.get("parameters"), ctx)
+            return self._discover(row, args.get("tool"))
+        return await self._call(row, args.get("tool"), args.get("parameters"), ctx)
 
     def _server_tools(self, server: McpServer) -> dict[str, McpToolInfo]:
         """Parsed on first use: assembly only needs the names for the description."""
