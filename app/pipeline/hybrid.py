@@ -11,7 +11,6 @@ plus 0.35 x the best clause's, so a tool that fits one part well is not drowned 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from threading import Lock
@@ -20,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from app.kit.lru import Lru
 from app.pipeline.ranker import (
     DEFAULT_ABSTAIN_THRESHOLD,
     LexicalRanker,
@@ -205,26 +205,14 @@ class HybridRanker:
         limit = self.abstain_threshold if threshold is None else threshold
         return not scored or max(s.score for s in scored) < limit
 
-    _cache: ClassVar[OrderedDict[tuple[tuple[str, str], ...], HybridRanker]] = OrderedDict()
-    _cache_lock: ClassVar[Lock] = Lock()
+    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], HybridRanker]] = Lru(_CACHE_SIZE)
 
     @classmethod
     def cached(cls, tools: Sequence[ToolDef]) -> HybridRanker:
         """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
         key = tuple((t.name, t.description) for t in tools)
-        with cls._cache_lock:
-            hit = cls._cache.get(key)
-            if hit is not None:
-                cls._cache.move_to_end(key)
-                return hit
-        ranker = cls(tools)
-        with cls._cache_lock:
-            cls._cache[key] = ranker
-            while len(cls._cache) > _CACHE_SIZE:
-                cls._cache.popitem(last=False)
-        return ranker
+        return cls._cache.get_or_build(key, lambda: cls(tools))
 
     @classmethod
     def cache_clear(cls) -> None:
-        with cls._cache_lock:
-            cls._cache.clear()
+        cls._cache.clear()

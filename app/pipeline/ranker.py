@@ -13,16 +13,16 @@ import heapq
 import itertools
 import math
 import re
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from threading import Lock
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 from rapidfuzz import fuzz, process
 
+from app.kit.lru import Lru
 from app.pipeline.text import STOPWORDS, SYNONYMS, tokenize, words
 from app.tools.base import ToolDef
 
@@ -256,29 +256,17 @@ class LexicalRanker:
         limit = self.abstain_threshold if threshold is None else threshold
         return not scored or scored[0].score < limit
 
-    _cache: ClassVar[OrderedDict[tuple[tuple[str, str], ...], LexicalRanker]] = OrderedDict()
-    _cache_lock: ClassVar[Lock] = Lock()
+    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], LexicalRanker]] = Lru(_CACHE_SIZE)
 
     @classmethod
     def cached(cls, tools: Sequence[ToolDef]) -> LexicalRanker:
         """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
         key = tuple((t.name, t.description) for t in tools)
-        with cls._cache_lock:
-            hit = cls._cache.get(key)
-            if hit is not None:
-                cls._cache.move_to_end(key)
-                return hit
-        ranker = cls(tools)
-        with cls._cache_lock:
-            cls._cache[key] = ranker
-            while len(cls._cache) > _CACHE_SIZE:
-                cls._cache.popitem(last=False)
-        return ranker
+        return cls._cache.get_or_build(key, lambda: cls(tools))
 
     @classmethod
     def cache_clear(cls) -> None:
-        with cls._cache_lock:
-            cls._cache.clear()
+        cls._cache.clear()
 
 
 def should_abstain(

@@ -9,13 +9,12 @@ beyond that the handler validates the name (with a did-you-mean).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from threading import Lock
 from typing import Any, NamedTuple
 
+from app.kit.lru import Lru
 from app.pipeline.ranker import LexicalRanker
 from app.pipeline.text import tokenize
 from app.tools.base import ToolDef
@@ -85,25 +84,13 @@ class EntryIndex:
         ]
 
 
-_INDEXES: OrderedDict[tuple[Entry, ...], EntryIndex] = OrderedDict()
-_INDEXES_LOCK = Lock()
-_INDEXES_SIZE = 32
+_INDEXES: Lru[tuple[Entry, ...], EntryIndex] = Lru(32)
 
 
 def index_for(entries: Sequence[Entry]) -> EntryIndex:
     """The shared index for these entries (a small LRU keyed by their content)."""
     key = tuple(entries)
-    with _INDEXES_LOCK:
-        hit = _INDEXES.get(key)
-        if hit is not None:
-            _INDEXES.move_to_end(key)
-            return hit
-    index = EntryIndex(key)
-    with _INDEXES_LOCK:
-        _INDEXES[key] = index
-        while len(_INDEXES) > _INDEXES_SIZE:
-            _INDEXES.popitem(last=False)
-    return index
+    return _INDEXES.get_or_build(key, lambda: EntryIndex(key))
 
 
 def ranked(query: str, entries: Sequence[Entry], k: int | None = None) -> list[int]:
