@@ -17,7 +17,7 @@ from app.main import create_app
 from app.security.crypto import configure_keys
 from tests.fixtures.database import migrated_postgres
 
-pytest_plugins = ["tests.fixtures.scripted_llm"]
+pytest_plugins = ["tests.fixtures.scripted_llm", "tests.fixtures.backends"]
 
 ADMIN_TOKEN = "qv_test_admin_token_0123456789"
 SECRET_KEY = Fernet.generate_key().decode()
