@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints
 
-from app.kit.schemas import ReadSchema, Schema, ShortText, Slug
-from app.security.secrets_view import mask_url
+from app.kit.schemas import OrEmpty, ReadSchema, Schema, ShortText, Slug, from_column
+from app.security.secrets_view import MaskedUrl
 
 DbUrl = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 MaxRows = Annotated[int, Field(ge=1, le=10_000)]
@@ -52,36 +52,13 @@ class TableRead(Schema):
 class DatabaseRead(ReadSchema):
     name: str
     description: str
-    url: str
+    url: MaskedUrl
     dialect: str
     read_only: bool
     max_rows: int
     query_timeout_s: float
-    tables: list[TableRead]
+    tables: Annotated[list[TableRead], from_column("tables", "schema_cache"), OrEmpty]
     introspected_at: datetime | None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _mask(cls, obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return obj
-        fields = (
-            "id",
-            "created_at",
-            "updated_at",
-            "name",
-            "description",
-            "dialect",
-            "read_only",
-            "max_rows",
-            "query_timeout_s",
-            "introspected_at",
-        )
-        return {
-            **{k: getattr(obj, k) for k in fields},
-            "url": mask_url(obj.url),
-            "tables": obj.schema_cache or [],
-        }
 
 
 class TableUpdate(Schema):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 T = TypeVar("T")
 
@@ -15,6 +15,15 @@ Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
 starting with a letter or digit. They appear inside tool names, which allow the same set."""
 ShortText = Annotated[str, StringConstraints(max_length=2000)]
 LongText = Annotated[str, StringConstraints(max_length=200_000)]
+
+
+def from_column(field: str, column: str) -> Any:
+    """A read field whose row attribute has another name (`tables` ← `schema_cache`)."""
+    return Field(validation_alias=AliasChoices(field, column))
+
+
+OrEmpty = BeforeValidator(lambda value: value or [])
+"""A list read from a nullable column: null reads as empty."""
 
 
 class Schema(BaseModel):

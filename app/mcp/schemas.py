@@ -5,8 +5,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from app.kit.schemas import ReadSchema, Schema, ShortText, Slug
-from app.security.secrets_view import mask_values
+from app.kit.schemas import OrEmpty, ReadSchema, Schema, ShortText, Slug, from_column
+from app.security.secrets_view import MaskedValues
 
 Transport = Literal["stdio", "sse", "streamable_http"]
 Url = Annotated[str, StringConstraints(pattern=r"^https?://", max_length=2048)]
@@ -66,41 +66,13 @@ class McpServerRead(ReadSchema):
     transport: str
     command: str | None
     args: list[str]
-    env: dict[str, str]
+    env: MaskedValues
     url: str | None
-    headers: dict[str, str]
+    headers: MaskedValues
     connect_timeout_s: float
     call_timeout_s: float
-    tools: list[McpToolRead]
+    tools: Annotated[list[McpToolRead], from_column("tools", "tools_cache"), OrEmpty]
     tools_refreshed_at: datetime | None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _mask(cls, obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return obj
-        return {
-            **{
-                k: getattr(obj, k)
-                for k in (
-                    "id",
-                    "created_at",
-                    "updated_at",
-                    "name",
-                    "description",
-                    "transport",
-                    "command",
-                    "args",
-                    "url",
-                    "connect_timeout_s",
-                    "call_timeout_s",
-                    "tools_refreshed_at",
-                )
-            },
-            "env": mask_values(obj.env),
-            "headers": mask_values(obj.headers),
-            "tools": obj.tools_cache or [],
-        }
 
 
 class McpCallRequest(Schema):

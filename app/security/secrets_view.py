@@ -1,8 +1,14 @@
-"""How write-only secrets appear in responses: never the value."""
+"""How write-only secrets appear in responses: never the value.
+
+A read schema declares a secret column with one of the `Masked…` types below; the mask is
+applied where the schema serializes, so a schema never has to list its other columns.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import PlainSerializer
 
 from app.security.db_url import InvalidDatabaseUrl, parse_database_url
 from app.security.redact import MASK
@@ -25,3 +31,12 @@ def mask_url(url: str) -> str:
         return MASK
     shown = parsed.set(query={}).render_as_string(hide_password=True)
     return f"{shown}?{MASK}" if parsed.query else shown
+
+
+MaskedUrl = Annotated[str, PlainSerializer(mask_url, return_type=str)]
+"""A database URL: shown with its password and query string masked."""
+MaskedValues = Annotated[
+    dict[str, Any] | None, PlainSerializer(mask_values, return_type=dict[str, str])
+]
+"""Secret values by name (`env`, `headers`): the names stay visible, the values never do."""
+
