@@ -26,6 +26,7 @@ test: $(STAMP) pg
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 bench: $(STAMP) pg
