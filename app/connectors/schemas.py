@@ -6,9 +6,9 @@ from collections import Counter
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import BeforeValidator, Field, StringConstraints, field_validator, model_validator
 
-from app.kit.schemas import ReadSchema, Schema, Slug
+from app.kit.schemas import ReadSchema, Schema, Slug, from_column
 
 AuthType = Literal["none", "bearer", "api_key", "basic"]
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -164,19 +164,6 @@ class ConnectorUpdate(Schema):
     timeout_s: Annotated[float, Field(gt=0, le=300)] | None = None
 
 
-_SUMMARY_FIELDS = (
-    "id",
-    "created_at",
-    "updated_at",
-    "name",
-    "description",
-    "base_url",
-    "auth_type",
-    "auth_config",
-    "timeout_s",
-)
-
-
 class ConnectorSummary(ReadSchema):
     """A connector in lists: its actions are counted, not embedded (`/{id}/actions` pages them)."""
 
@@ -185,20 +172,16 @@ class ConnectorSummary(ReadSchema):
     base_url: str
     auth_type: str
     auth_config: dict[str, Any]
-    has_credentials: bool
+    has_credentials: Annotated[
+        bool, from_column("has_credentials", "credentials"), BeforeValidator(bool)
+    ]
+    """Whether credentials are stored; they are write-only and never read back."""
     timeout_s: float
-    action_count: int
+    action_count: int = 0
 
     @classmethod
     def of(cls, connector: Any, action_count: int) -> ConnectorSummary:
-        fields = {k: getattr(connector, k) for k in _SUMMARY_FIELDS}
-        return cls.model_validate(
-            {
-                **fields,
-                "has_credentials": bool(connector.credentials),
-                "action_count": action_count,
-            }
-        )
+        return cls.model_validate(connector).model_copy(update={"action_count": action_count})
 
 
 class ConnectorRead(ConnectorSummary):
@@ -206,17 +189,10 @@ class ConnectorRead(ConnectorSummary):
 
     actions: list[ActionRead]
 
-    @model_validator(mode="before")
-    @classmethod
-    def _mask(cls, obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return obj
-        fields = {k: getattr(obj, k) for k in (*_SUMMARY_FIELDS, "actions")}
-        return {
-            **fields,
-            "has_credentials": bool(obj.credentials),
-            "action_count": len(obj.actions),
-        }
+    @model_validator(mode="after")
+    def _count(self) -> ConnectorRead:
+        self.action_count = len(self.actions)
+        return self
 
 
 class ImportChanges(Schema):
