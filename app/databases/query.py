@@ -159,11 +159,14 @@ class DatabaseExecutor:
                 ) from None
             except DriverError as exc:
                 if attempt < attempts and _is_disconnect(exc.original):
+                    await self._engines.drop_pool(database)
                     continue
                 raise QueryFailed(clean_driver_message(exc, database.url)) from None
             except Exception as exc:
-                # A pooled connection the server dropped: reads are retried once.
+                # A pooled connection the server dropped: reads are retried once, on a fresh
+                # pool (when the server restarted, every idle pooled connection is dead too).
                 if attempt < attempts and _is_disconnect(exc):
+                    await self._engines.drop_pool(database)
                     continue
                 raise QueryFailed(clean_driver_message(exc, database.url)) from None
         raise AssertionError("unreachable")
