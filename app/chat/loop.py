@@ -221,6 +221,7 @@ class ReactRun:
                 ctx=ctx,
                 timeout_s=self.deps.settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
+                cancel=self.deps.cancel,
             )
             async for event in self._iterate(toolset, messages, phase):
                 yield event

@@ -4,15 +4,22 @@ Each driver opens a read-only transaction (or a plain one for `read_only=False`
 connectors), arms a server-side statement timeout, fetches at most `cap` rows and ends
 the transaction. Server errors are re-raised as `DriverError`/`DriverTimeout` carrying
 whether the connection can go back to the pool.
+
+`cancel()` stops a statement whose caller went away (a cancelled run) on the server, so it
+does not run on to its timeout: Postgres through the protocol's cancel request (with
+`pg_cancel_backend` from a second connection as the fallback), MySQL/MariaDB `KILL QUERY`
+from a second connection, SQLite `interrupt`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sqlite3
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,6 +33,8 @@ from app.databases.readonly import CheckedSql
 _MYSQL_TIMEOUT_ERRNOS = frozenset({1969, 3024})
 """MariaDB max_statement_time / MySQL max_execution_time exceeded."""
 _SQLITE_PROGRESS_OPS = 10_000
+_PG_CANCEL_WAIT_S = 1.0
+"""How long to wait for asyncpg's own cancel request before sending `pg_cancel_backend`."""
 
 
 @dataclass(kw_only=True)
@@ -49,7 +58,15 @@ class DriverTimeout(DriverError):
     pass
 
 
+ControlConnection = Callable[[], AbstractAsyncContextManager[Any]]
+"""Opens a second native connection to the same database (for cancel requests)."""
+
+
 class Driver(Protocol):
+    async def cancel(self, conn: Any, control: ControlConnection) -> None:
+        """Stop the statement running on `conn` server-side."""
+        ...
+
     async def run(
         self,
         conn: Any,
@@ -72,6 +89,18 @@ async def _quietly(action: Callable[[], Any]) -> bool:
 
 
 class PostgresDriver:
+    async def cancel(self, conn: asyncpg.Connection, control: ControlConnection) -> None:
+        # asyncpg sent the server a cancel request when the awaiting task was cancelled,
+        # and holds the next command until the server has stopped the statement.
+        try:
+            async with asyncio.timeout(_PG_CANCEL_WAIT_S):
+                await conn.execute("ROLLBACK")
+            return
+        except (TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            pass
+        async with control() as other:
+            await other.fetchval("SELECT pg_cancel_backend($1)", conn.get_server_pid())
+
     async def run(
         self,
         conn: asyncpg.Connection,
@@ -171,6 +200,10 @@ async def _fetch_at_most(conn: asyncpg.Connection, sql: str, cap: int) -> list[A
 
 
 class MySqlDriver:
+    async def cancel(self, conn: aiomysql.Connection, control: ControlConnection) -> None:
+        async with control() as other, other.cursor() as cur:
+            await cur.execute(f"KILL QUERY {int(conn.thread_id())}")
+
     async def run(
         self,
         conn: aiomysql.Connection,
@@ -217,9 +250,10 @@ class _SqliteSession:
 
     read_only: bool
     deadline: float = math.inf
+    cancelled: bool = False
 
     def past_deadline(self) -> int:
-        return 1 if time.monotonic() > self.deadline else 0
+        return 1 if self.cancelled or time.monotonic() > self.deadline else 0
 
 
 _SQLITE_SESSIONS: weakref.WeakKeyDictionary[aiosqlite.Connection, _SqliteSession] = (
@@ -238,6 +272,12 @@ async def _sqlite_session(conn: aiosqlite.Connection, *, read_only: bool) -> _Sq
 
 
 class SqliteDriver:
+    async def cancel(self, conn: aiosqlite.Connection, control: ControlConnection) -> None:
+        session = _SQLITE_SESSIONS.get(conn)
+        if session is not None:
+            session.cancelled = True  # also stops a statement the worker has not begun yet
+        await conn.interrupt()
+
     async def run(
         self,
         conn: aiosqlite.Connection,
