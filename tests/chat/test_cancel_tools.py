@@ -24,6 +24,7 @@ import pytest
 
 from app.chat.tool_phase import CANCELLED_ERROR
 from app.config import Settings
+from app.connectors.execute import CANCELLED_AUDIT_ERROR
 from app.main import create_app
 from tests.chat.conftest import unique
 from tests.conftest import ADMIN_TOKEN
@@ -405,6 +406,11 @@ class StallingServer:
 
 
 @pytest.fixture
+def audit_dsn(committing_settings: Settings) -> str:
+    return committing_settings.async_database_url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+@pytest.fixture
 async def stalling() -> AsyncIterator[StallingServer]:
     stall = StallingServer()
     stall.server = await asyncio.start_server(stall.handle, "127.0.0.1", 0)
@@ -413,7 +419,7 @@ async def stalling() -> AsyncIterator[StallingServer]:
 
 
 async def test_cancel_aborts_a_running_http_request(
-    gw: Gateway, scripted_llm: ScriptedLLM, stalling: StallingServer
+    gw: Gateway, scripted_llm: ScriptedLLM, stalling: StallingServer, audit_dsn: str
 ) -> None:
     connector = await created(
         gw.a,
@@ -443,3 +449,20 @@ async def test_cancel_aborts_a_running_http_request(
 
     await eventually(closed, "the connection to close", limit_s=1)
     await assert_cancelled_and_usable(gw, scripted_llm, agent["id"], outcome)
+    # The audit trail records the aborted call (rows are written off the call path).
+    run_id = outcome.events[0].data["run_id"]
+    rows: list[tuple[bool, str]] = []
+
+    async def audited() -> bool:
+        audit = await asyncpg.connect(audit_dsn)
+        try:
+            found = await audit.fetch(
+                "SELECT ok, error FROM connector_calls WHERE run_id = $1", run_id
+            )
+        finally:
+            await audit.close()
+        rows[:] = [(r["ok"], r["error"]) for r in found]
+        return bool(rows)
+
+    await eventually(audited, "the audit row")
+    assert rows == [(False, CANCELLED_AUDIT_ERROR)]
