@@ -6,9 +6,9 @@ the transaction. Server errors are re-raised as `DriverError`/`DriverTimeout` ca
 whether the connection can go back to the pool.
 
 `cancel()` stops a statement whose caller went away (a cancelled run) on the server, so it
-does not run on to its timeout: Postgres through the protocol's cancel request (with
-`pg_cancel_backend` from a second connection as the fallback), MySQL/MariaDB `KILL QUERY`
-from a second connection, SQLite `interrupt`.
+does not run on to its timeout: Postgres `pg_cancel_backend`, MySQL/MariaDB `KILL QUERY`
+(both from a second connection, repeated until the session is seen idle), SQLite
+`interrupt`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import math
 import sqlite3
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -33,8 +33,7 @@ from app.databases.readonly import CheckedSql
 _MYSQL_TIMEOUT_ERRNOS = frozenset({1969, 3024})
 """MariaDB max_statement_time / MySQL max_execution_time exceeded."""
 _SQLITE_PROGRESS_OPS = 10_000
-_PG_CANCEL_WAIT_S = 1.0
-"""How long to wait for asyncpg's own cancel request before sending `pg_cancel_backend`."""
+_CANCEL_POLL_S = 0.02
 
 
 @dataclass(kw_only=True)
@@ -88,18 +87,39 @@ async def _quietly(action: Callable[[], Any]) -> bool:
     return True
 
 
+async def _until_stopped(
+    running: Callable[[], Awaitable[bool]], cancel: Callable[[], Awaitable[None]]
+) -> None:
+    """Cancel until the session is seen idle twice in a row.
+
+    A cancel reaching the server between two statements (the query still on its way) is
+    ignored by the server, so one request is not enough; the caller bounds the loop.
+    """
+    quiet = 0
+    while quiet < 2:
+        if await running():
+            quiet = 0
+            await cancel()
+        else:
+            quiet += 1
+        await asyncio.sleep(_CANCEL_POLL_S)
+
+
 class PostgresDriver:
     async def cancel(self, conn: asyncpg.Connection, control: ControlConnection) -> None:
-        # asyncpg sent the server a cancel request when the awaiting task was cancelled,
-        # and holds the next command until the server has stopped the statement.
-        try:
-            async with asyncio.timeout(_PG_CANCEL_WAIT_S):
-                await conn.execute("ROLLBACK")
-            return
-        except (TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
-            pass
+        pid = conn.get_server_pid()
         async with control() as other:
-            await other.fetchval("SELECT pg_cancel_backend($1)", conn.get_server_pid())
+
+            async def running() -> bool:
+                state = await other.fetchval(
+                    "SELECT state FROM pg_stat_activity WHERE pid = $1", pid
+                )
+                return bool(state == "active")
+
+            async def cancel() -> None:
+                await other.fetchval("SELECT pg_cancel_backend($1)", pid)
+
+            await _until_stopped(running, cancel)
 
     async def run(
         self,
@@ -201,8 +221,20 @@ async def _fetch_at_most(conn: asyncpg.Connection, sql: str, cap: int) -> list[A
 
 class MySqlDriver:
     async def cancel(self, conn: aiomysql.Connection, control: ControlConnection) -> None:
+        thread = int(conn.thread_id())
         async with control() as other, other.cursor() as cur:
-            await cur.execute(f"KILL QUERY {int(conn.thread_id())}")
+
+            async def running() -> bool:
+                await cur.execute(
+                    "SELECT command FROM information_schema.processlist WHERE id = %s", (thread,)
+                )
+                row = await cur.fetchone()
+                return row is not None and row[0] == "Query"
+
+            async def cancel() -> None:
+                await cur.execute(f"KILL QUERY {thread}")
+
+            await _until_stopped(running, cancel)
 
     async def run(
         self,

@@ -340,8 +340,12 @@ async def test_cancel_stops_a_running_postgres_query(
     outcome = await run_and_cancel(
         gw, scripted_llm, agent_id, query_call(name, "postgresql"), started
     )
+
     # Cancelled on the server: the backend no longer runs the query.
-    assert await pg_running(pg_db) == 0
+    async def stopped() -> bool:
+        return await pg_running(pg_db) == 0
+
+    await eventually(stopped, "the query to stop", limit_s=1)
     await assert_cancelled_and_usable(gw, scripted_llm, agent_id, outcome)
 
 
