@@ -241,6 +241,8 @@ async def test_cancel_sent_to_another_worker_stops_a_running_tool(
 
     call = ("mcp", {"subcommand": "call", "server": name, "tool": "slow",
                     "parameters": {"seconds": 30}})  # fmt: skip
+    # Worker B answers a request first, so its cold start is not counted as cancel latency.
+    assert (await gw.b.get(f"/api/v1/agents/{agent_id}")).status_code == 200
     outcome = await run_and_cancel(gw, scripted_llm, agent_id, call, started, cancel_via=gw.b)
     assert counting.methods["notifications/cancelled"] == notified_before + 1
     await assert_cancelled_and_usable(gw, scripted_llm, agent_id, outcome)
