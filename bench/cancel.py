@@ -20,15 +20,11 @@ Target: both p95 ≤ 1000 ms (a cancelled run ends within about a second).
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
-
-import aiomysql
-import asyncpg
 
 from app.config import Settings
 from app.connectors.execute import ConnectorExecutor
@@ -40,8 +36,8 @@ from app.security.egress import new_http_client
 from app.tools.base import CallContext
 from bench.common import percentile, print_table
 from tests.databases import seed
+from tests.databases.activity import SLOW_SQL, running
 from tests.databases.conftest import make_connector
-from tests.databases.seed import SeededDb
 from tests.mcp.servers import HttpMcpServer, url_row
 
 ROUNDS = 10
@@ -50,11 +46,6 @@ RUNNING_S = 0.5
 which Postgres does not interrupt)."""
 TARGET_MS = 1000.0
 CTX = CallContext(run_id="bench-cancel")
-SLOW_SQL = {
-    "postgresql": "SELECT count(*) FROM generate_series(1, 2000000000)",
-    "mysql": "SELECT count(*) FROM big_numbers a, big_numbers b, big_numbers c",
-    "sqlite": "SELECT count(*) FROM big_numbers a, big_numbers b, big_numbers c",
-}
 Check = Callable[[], Awaitable[bool]]
 
 
@@ -107,48 +98,6 @@ async def _mcp(era: str) -> list[tuple[float, float]]:
     return samples
 
 
-async def _pg_active(db: SeededDb) -> int:
-    conn = await asyncpg.connect(seed.PG_ADMIN_DSN)
-    try:
-        count: int = await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state = 'active' "
-            "AND query LIKE '%generate_series%' AND pid <> pg_backend_pid()",
-            db.name,
-        )
-    finally:
-        await conn.close()
-    return count
-
-
-async def _mysql_active(db: SeededDb) -> int:
-    conn = await aiomysql.connect(
-        host=seed.MYSQL_HOST, port=seed.MYSQL_PORT, user=seed.MYSQL_USER, password=""
-    )
-    try:
-        async with conn.cursor() as cur:
-            await cur.execute(
-                "SELECT count(*) FROM information_schema.processlist WHERE db = %s "
-                "AND command = 'Query' AND info LIKE %s",
-                (db.name, "%big_numbers a%"),
-            )
-            row = await cur.fetchone()
-    finally:
-        conn.close()
-    return int(row[0])
-
-
-def _sqlite_locked(path: str) -> bool:
-    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
-    try:
-        conn.execute("BEGIN EXCLUSIVE")
-        conn.execute("ROLLBACK")
-    except sqlite3.OperationalError:
-        return True
-    finally:
-        conn.close()
-    return False
-
-
 async def _database(dialect: str) -> list[tuple[float, float]]:
     if dialect == "postgresql":
         db = await seed.create_postgres()
@@ -157,18 +106,11 @@ async def _database(dialect: str) -> list[tuple[float, float]]:
     else:
         db = seed.create_sqlite(tempfile.mkdtemp(prefix="quiver-bench-cancel-"))
 
-    async def active() -> int:
-        if dialect == "postgresql":
-            return await _pg_active(db)
-        if dialect == "mysql":
-            return await _mysql_active(db)
-        return int(await asyncio.to_thread(_sqlite_locked, db.name))
-
     async def busy() -> bool:
-        return await active() == 1
+        return await running(db)
 
     async def idle() -> bool:
-        return await active() == 0
+        return not await running(db)
 
     engines = EngineCache()
     executor = DatabaseExecutor(engines)

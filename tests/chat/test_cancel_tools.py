@@ -11,13 +11,11 @@ message in the conversation must work.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiomysql
 import asyncpg
 import httpx
 import pytest
@@ -29,6 +27,7 @@ from app.main import create_app
 from tests.chat.conftest import unique
 from tests.conftest import ADMIN_TOKEN
 from tests.databases import seed
+from tests.databases.activity import SLOW_SQL, mysql_running, pg_running, sqlite_locked
 from tests.databases.seed import SeededDb
 from tests.fixtures.live import SseEvent, SseReader, serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
@@ -38,11 +37,6 @@ AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 CANCEL_BUDGET_S = 1.5
 """Cancel → `run_finished`: the target is about a second (the tools here would run for 30 s
 or more), with some slack for a loaded test machine."""
-SLOW_SQL = {
-    "postgresql": "SELECT count(*) FROM generate_series(1, 2000000000)",
-    "mysql": "SELECT count(*) FROM big_numbers a, big_numbers b, big_numbers c",
-    "sqlite": "SELECT count(*) FROM big_numbers a, big_numbers b, big_numbers c",
-}
 
 
 @dataclass
@@ -284,51 +278,6 @@ async def database_agent(gw: Gateway, db: SeededDb) -> tuple[str, str]:
 
 def query_call(name: str, dialect: str) -> tuple[str, dict[str, Any]]:
     return "database", {"subcommand": "query", "database": name, "sql": SLOW_SQL[dialect]}
-
-
-async def pg_running(db: SeededDb) -> int:
-    conn = await asyncpg.connect(seed.PG_ADMIN_DSN)
-    try:
-        count: int = await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state = 'active' "
-            "AND query LIKE '%generate_series%' AND pid <> pg_backend_pid()",
-            db.name,
-        )
-    finally:
-        await conn.close()
-    return count
-
-
-async def mysql_running(db: SeededDb) -> int:
-    conn = await aiomysql.connect(
-        host=seed.MYSQL_HOST, port=seed.MYSQL_PORT, user=seed.MYSQL_USER, password=""
-    )
-    try:
-        async with conn.cursor() as cur:
-            await cur.execute(
-                "SELECT count(*) FROM information_schema.processlist WHERE db = %s "
-                "AND command = 'Query' AND info LIKE %s",
-                (db.name, "%big_numbers a%"),
-            )
-            row = await cur.fetchone()
-    finally:
-        conn.close()
-    return int(row[0])
-
-
-def sqlite_locked(db: SeededDb) -> bool:
-    """A running read holds the file's shared lock (rollback journal): no writer gets in."""
-    conn = sqlite3.connect(db.name, timeout=0, isolation_level=None)
-    try:
-        conn.execute("BEGIN EXCLUSIVE")
-        conn.execute("ROLLBACK")
-    except sqlite3.OperationalError as exc:
-        if "locked" not in str(exc):
-            raise
-        return True
-    finally:
-        conn.close()
-    return False
 
 
 async def test_cancel_stops_a_running_postgres_query(
