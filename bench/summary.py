@@ -182,6 +182,14 @@ def mcp_overhead(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def cancel(r: dict[str, Any]) -> list[Row]:
+    return [
+        _row(f"cancel → {kind} call stopped p95", m["stopped_p95_ms"], " ms", le=r["target_ms"])
+        for kind, m in r.items()
+        if isinstance(m, dict) and "stopped_p95_ms" in m
+    ]
+
+
 def llm_stream(r: dict[str, Any]) -> list[Row]:
     return [
         _row("LlmClient added TTFT p50 vs raw httpx", r["overhead_ttft_p50_ms"], " ms"),
@@ -251,6 +259,7 @@ BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "connector_overhead": connector_overhead,
     "sql_safety": sql_safety,
     "mcp_overhead": mcp_overhead,
+    "cancel": cancel,
     "llm_stream": llm_stream,
     "load": load,
 }

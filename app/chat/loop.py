@@ -241,6 +241,7 @@ class ReactRun:
                 timeout_s=self.deps.settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
                 audit=self.deps.backends.tool_audit,
+                cancel=self.deps.cancel,
             )
             async for event in self._iterate(toolset, messages, phase):
                 yield event

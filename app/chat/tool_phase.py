@@ -1,10 +1,17 @@
-"""One turn's tool calls: run concurrently under a timeout, track progress, report events."""
+"""One turn's tool calls: run concurrently under a timeout, track progress, report events.
+
+Cancelling the run cancels the calls still in flight: each executor stops its work at the
+other end (MCP `notifications/cancelled`, the database query cancelled server-side, the HTTP
+request aborted), every unfinished call is answered with a cancelled observation, and the
+turn ends the run as `cancelled`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +25,11 @@ from app.pipeline.toolset import AssembledToolset
 from app.reasoning.progress import ProgressTracker, Stop, step_id_for
 from app.security.redact import redact_text
 from app.tools.base import CallContext, ToolResult
+
+CANCEL_GRACE_S = 0.75
+"""How long a cancelled turn waits for its calls to stop their remote work; a call still
+cleaning up after that finishes in the background."""
+CANCELLED_ERROR = "Cancelled: the run was cancelled before this tool call finished"
 
 
 @dataclass
@@ -34,6 +46,8 @@ class ToolPhase:
     outcome: NextStep = field(default_factory=RunAgain)
     audit: ToolAuditBackend | None = None
     """Where every call's audit row goes (none in unit tests of the phase)."""
+    cancel: asyncio.Event | None = None
+    """The run's cancel flag: once set, calls still in flight are cancelled."""
 
     def __post_init__(self) -> None:
         if self.step_iteration is not None:
@@ -84,6 +98,17 @@ class ToolPhase:
                     f"Tool {call.name!r} timed out after {self.timeout_s:g}s", retryable=True
                 )
         elapsed_ms = (time.perf_counter() - start) * 1000
+        self._audit(call, args, step, result, elapsed_ms)
+        return index, result, elapsed_ms
+
+    def _audit(
+        self,
+        call: ToolCallRequest,
+        args: dict[str, Any] | None,
+        step: str,
+        result: ToolResult,
+        elapsed_ms: float,
+    ) -> None:
         if self.audit is not None:
             self.audit.record(
                 tool_call_row(
@@ -96,7 +121,6 @@ class ToolPhase:
                     latency_ms=elapsed_ms,
                 )
             )
-        return index, result, elapsed_ms
 
     async def run(
         self, calls: list[ToolCallRequest], iteration: int, messages: list[ChatMessage]
@@ -118,32 +142,33 @@ class ToolPhase:
                 iteration=iteration,
                 arguments=args if args is not None else call.arguments,
             )
+        started = time.perf_counter()
         tasks = [
             asyncio.ensure_future(self._run_one(index, *plan)) for index, plan in enumerate(planned)
         ]
         results: dict[int, ToolResult] = {}
         try:
-            for finished in asyncio.as_completed(tasks):
-                index, result, ms = await finished
-                results[index] = result
-                call = planned[index][0]
-                yield ToolResultEvent(
-                    call_id=call.id,
-                    name=call.name,
-                    ok=result.ok,
-                    output=redact_text(result.output) if result.ok else "",
-                    error=None if result.ok else redact_text(result.error or "error"),
-                    duration_ms=round(ms, 2),
-                )
-                if result.loaded_tools:
-                    yield ToolsLoaded(names=list(result.loaded_tools))
+            async with contextlib.aclosing(self._completed(tasks)) as completed:
+                async for index, result, ms in completed:
+                    results[index] = result
+                    yield self._result_event(planned[index][0], result, ms)
+                    if result.loaded_tools:
+                        yield ToolsLoaded(names=list(result.loaded_tools))
         finally:
-            for task in tasks:
-                task.cancel()
+            await _stop(tasks)
+        cancelled = [i for i in range(len(planned)) if i not in results]
+        for index in cancelled:
+            results[index] = ToolResult.fail(CANCELLED_ERROR)
+            ms = (time.perf_counter() - started) * 1000
+            call, args, _error, step = planned[index]
+            self._audit(call, args, step, results[index], ms)
+            yield self._result_event(call, results[index], ms)
+        if cancelled:
+            self.outcome = Stopped(status="cancelled")
         for index, (call, _args, _error, step) in enumerate(planned):
             result = results[index]
             text = redact_text(result.text)
-            stop = self._track(result, result.step or step)
+            stop = None if index in cancelled else self._track(result, result.step or step)
             if stop is not None:
                 action = (
                     self.step_iteration.on_limit_reached if self.step_iteration else "skip_step"
@@ -158,6 +183,37 @@ class ToolPhase:
                     )
             messages.append(ChatMessage.tool(call.id, text, name=call.name))
 
+    async def _completed(
+        self, tasks: Sequence[asyncio.Future[tuple[int, ToolResult, float]]]
+    ) -> AsyncGenerator[tuple[int, ToolResult, float]]:
+        """Results in completion order; stops early (leaving calls pending) on cancel."""
+        pending: set[asyncio.Future[Any]] = set(tasks)
+        cancel = asyncio.ensure_future(self.cancel.wait()) if self.cancel is not None else None
+        try:
+            while pending:
+                if cancel is not None and cancel.done():
+                    return
+                waits = pending if cancel is None else pending | {cancel}
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for task in tasks:
+                    if task in done:
+                        pending.discard(task)
+                        yield task.result()
+        finally:
+            if cancel is not None:
+                cancel.cancel()
+
+    @staticmethod
+    def _result_event(call: ToolCallRequest, result: ToolResult, ms: float) -> ToolResultEvent:
+        return ToolResultEvent(
+            call_id=call.id,
+            name=call.name,
+            ok=result.ok,
+            output=redact_text(result.output) if result.ok else "",
+            error=None if result.ok else redact_text(result.error or "error"),
+            duration_ms=round(ms, 2),
+        )
+
     def _track(self, result: ToolResult, step: str) -> Stop | None:
         # A skipped step already stopped once: its refusals (and a parallel call that failed
         # in the same turn) must not count again and re-emit `step_limit_reached`.
@@ -168,3 +224,12 @@ class ToolPhase:
             return None
         decision = self.tracker.record_failure(step, result.error or "")
         return decision if isinstance(decision, Stop) else None
+
+
+async def _stop(tasks: Sequence[asyncio.Future[tuple[int, ToolResult, float]]]) -> None:
+    """Cancel the calls still running and give them `CANCEL_GRACE_S` to stop remote work."""
+    running = [task for task in tasks if not task.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running, timeout=CANCEL_GRACE_S)
