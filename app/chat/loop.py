@@ -34,6 +34,7 @@ from app.events import (
 from app.llm.client import LlmClient, LlmError
 from app.llm.types import ChatMessage, Completion, TextDelta, Usage
 from app.pipeline.assemble import assemble_toolset
+from app.pipeline.mode import ResolvedConfig
 from app.pipeline.sources.backends import Backends
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.hydrate import prehydrate, schema_tool_args
@@ -158,15 +159,14 @@ class ReactRun:
             yield result.system_message
 
     async def _model_turn(
-        self, tools: list[dict[str, Any]], messages: list[ChatMessage]
+        self, tools: list[dict[str, Any]], messages: list[ChatMessage], config: ResolvedConfig
     ) -> AsyncIterator[ModelDelta | Completion]:
         """Stream one model call, coalescing deltas into readable chunks."""
-        cfg = self.inp.agent.model_config_json or {}
         stream = self.deps.llm.stream_chat(
             messages,
             tools=tools or None,
             model=self.inp.agent.model,
-            temperature=cfg.get("temperature"),
+            temperature=config.temperature,
         )
         # The first delta goes out at once (time to first token); later ones are coalesced.
         pending, last_flush = "", float("-inf")
@@ -194,13 +194,6 @@ class ReactRun:
                 yield await self._guard(anext(stream))
             except StopAsyncIteration:
                 return
-
-    def _budget(self) -> int:
-        cfg = self.inp.agent.model_config_json or {}
-        settings = self.deps.settings
-        context = int(cfg.get("context_tokens") or settings.llm_context_tokens)
-        reserve = int(cfg.get("output_reserve_tokens") or settings.llm_output_reserve_tokens)
-        return max(256, context - reserve)
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -258,7 +251,7 @@ class ReactRun:
         for iteration in range(1, toolset.config.max_iterations + 1):
             self.iterations = iteration
             tools = phase.offered(toolset.openai_tools())
-            compaction = compact(messages, tools, budget=self._budget())
+            compaction = compact(messages, tools, budget=toolset.config.context_budget)
             if compaction is not None and compaction.cleared:
                 yield ContextCompacted(
                     before_tokens=compaction.before_tokens,
@@ -266,7 +259,7 @@ class ReactRun:
                     cleared=compaction.cleared,
                 )
             completion: Completion | None = None
-            async for item in self._model_turn(tools, messages):
+            async for item in self._model_turn(tools, messages, toolset.config):
                 if isinstance(item, Completion):
                     completion = item
                 else:

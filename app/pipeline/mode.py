@@ -56,6 +56,9 @@ class ResolvedConfig:
     tool_profile: ToolProfile | None
     step_iteration: StepIteration | None
     pre_hydration: PreHydration | None
+    temperature: float | None
+    context_budget: int
+    """Tokens the prompt may use: the model's context size minus the output reserve."""
 
 
 def parse_agent_config(raw: dict[str, Any] | None) -> AgentConfig:
@@ -88,4 +91,10 @@ def resolve_config(config: AgentConfig, settings: Settings) -> ResolvedConfig:
         tool_profile=config.tool_profile,
         step_iteration=config.step_iteration,
         pre_hydration=config.pre_hydration,
+        temperature=config.temperature,
+        context_budget=max(
+            256,
+            (config.context_tokens or settings.llm_context_tokens)
+            - (config.output_reserve_tokens or settings.llm_output_reserve_tokens),
+        ),
     )
