@@ -23,18 +23,18 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import httpx
 from jsonschema import exceptions as jsonschema_exceptions
-from jsonschema import validators
 from rapidfuzz import process
 
 from app.connectors.models import ConnectorAction
+from app.tools.validation import compiled_validator
 
 LOCATIONS = ("path", "query", "header", "body")
+
 _QUERY_METHODS = frozenset({"GET", "DELETE", "HEAD", "OPTIONS"})
 _PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
 _TEMPLATE = re.compile(r"\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}")
@@ -98,19 +98,11 @@ def resolve_location(action: ConnectorAction, param_name: str) -> str:
     return "body"
 
 
-@lru_cache(maxsize=512)
-def _validator(schema_json: str) -> Any:
-    schema = json.loads(schema_json)
-    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
 def validate_arguments(action: ConnectorAction, arguments: Mapping[str, Any]) -> None:
     """Raise `ParameterError` listing what is wrong with `arguments`."""
     schema = action.parameters or {"type": "object"}
     try:
-        validator = _validator(json.dumps(schema, default=str))
+        validator = compiled_validator(schema)
     except jsonschema_exceptions.SchemaError as exc:
         raise ParameterError(
             f"Action {action.name!r} has an invalid parameter schema: {exc.message}"

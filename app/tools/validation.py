@@ -5,10 +5,12 @@ See docs/contract.md §4.3.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import validators
 from jsonschema.exceptions import SchemaError, UnknownType, ValidationError, relevance
 from referencing.exceptions import Unresolvable
 
@@ -44,6 +46,22 @@ def _ordered(errors: Iterable[ValidationError]) -> list[ValidationError]:
     return sorted(errors, key=lambda e: (list(map(str, e.absolute_path)), relevance(e)))
 
 
+@lru_cache(maxsize=512)
+def _compiled(schema_json: str) -> Any:
+    schema = json.loads(schema_json)
+    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def compiled_validator(schema: dict[str, Any]) -> Any:
+    """The validator for `schema` (its `$schema` dialect, default 2020-12), compiled once.
+
+    Raises `jsonschema.exceptions.SchemaError` when the schema itself is invalid.
+    """
+    return _compiled(json.dumps(schema, sort_keys=True, default=str))
+
+
 def validate_arguments(schema: dict[str, Any], args: Any, *, at: str = "") -> str | None:
     """None when `args` satisfy `schema`, else a short message naming each bad field.
 
@@ -51,9 +69,8 @@ def validate_arguments(schema: dict[str, Any], args: Any, *, at: str = "") -> st
     """
     if not schema:
         return None
-    validator = Draft202012Validator(schema)
     try:
-        errors = _ordered(validator.iter_errors(args))
+        errors = _ordered(compiled_validator(schema).iter_errors(args))
     except (SchemaError, UnknownType, Unresolvable):
         # A malformed schema from a remote server: let the server judge the arguments.
         return None
