@@ -34,7 +34,7 @@ from app.events import (
 from app.llm.client import LlmClient, LlmError
 from app.llm.types import ChatMessage, Completion, TextDelta, Usage
 from app.pipeline.assemble import assemble_toolset
-from app.pipeline.mode import ResolvedConfig
+from app.pipeline.mode import RunConfig
 from app.pipeline.sources.backends import Backends
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.hydrate import prehydrate, schema_tool_args
@@ -159,7 +159,7 @@ class ReactRun:
             yield result.system_message
 
     async def _model_turn(
-        self, tools: list[dict[str, Any]], messages: list[ChatMessage], config: ResolvedConfig
+        self, tools: list[dict[str, Any]], messages: list[ChatMessage], config: RunConfig
     ) -> AsyncIterator[ModelDelta | Completion]:
         """Stream one model call, coalescing deltas into readable chunks."""
         stream = self.deps.llm.stream_chat(

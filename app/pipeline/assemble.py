@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from app.agents.config import ToolProfile
 from app.agents.models import Agent
 from app.config import Settings
-from app.pipeline.mode import ResolvedConfig, ResolvedModes, parse_agent_config, resolve_config
+from app.pipeline.mode import ResolvedModes, RunConfig, parse_agent_config, resolve_config
 from app.pipeline.selection import LlmSelector, SelectionResult, local_rank, select_tools
 from app.pipeline.sources.backends import Backends
 from app.pipeline.sources.builtins import builtin_toolset
@@ -73,7 +73,7 @@ def step_profile(toolset: Toolset, profile: ToolProfile | None) -> Toolset:
 async def step_selection(
     toolset: Toolset,
     query: str,
-    config: ResolvedConfig,
+    config: RunConfig,
     *,
     pinned: frozenset[str],
     selector: LlmSelector | None = None,

@@ -45,8 +45,11 @@ class ResolvedModes:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResolvedConfig:
-    """Everything the pipeline and the loop need from `model_config_json` + Settings."""
+class RunConfig:
+    """The agent's run configuration: `model_config_json` over Settings, resolved once per run.
+
+    Assembly and the loop read it; nothing reads the raw `model_config_json` after this.
+    """
 
     modes: ResolvedModes
     selection_threshold: int
@@ -81,8 +84,8 @@ def resolve_modes(config: AgentConfig, settings: Settings) -> ResolvedModes:
     )
 
 
-def resolve_config(config: AgentConfig, settings: Settings) -> ResolvedConfig:
-    return ResolvedConfig(
+def resolve_config(config: AgentConfig, settings: Settings) -> RunConfig:
+    return RunConfig(
         modes=resolve_modes(config, settings),
         selection_threshold=config.tool_selection_threshold or settings.tool_selection_threshold,
         selection_max=config.tool_selection_max or settings.tool_selection_max,

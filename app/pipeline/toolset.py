@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.pipeline.mode import ResolvedConfig, ResolvedModes
+from app.pipeline.mode import ResolvedModes, RunConfig
 from app.pipeline.selection import SelectionResult
 from app.tools.base import CallContext, ToolDef, ToolResult, Toolset
 from app.tools.guard import safe_call
@@ -23,7 +23,7 @@ class AssembledToolset:
     `request_tools` and pre-hydration draw from), `visible` what the model receives.
     """
 
-    config: ResolvedConfig
+    config: RunConfig
     modes: ResolvedModes
     system_prompt: str
     base: Toolset
