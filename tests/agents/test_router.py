@@ -8,12 +8,9 @@ import pytest
 
 from tests.fixtures.crud import (
     check_delete,
-    check_duplicates,
     check_pagination,
     check_patch_rejected,
     check_rejected,
-    check_slugs,
-    check_unknown_ids,
     create,
 )
 
@@ -137,18 +134,6 @@ async def test_delete_then_404(client: httpx.AsyncClient) -> None:
     await check_delete(client, PATH, created["id"])
     skill = await client.get(f"/api/v1/skills/{links['skill_ids']}")
     assert skill.status_code == 200, "deleting an agent keeps the resources it linked"
-
-
-async def test_unknown_ids_are_404(client: httpx.AsyncClient) -> None:
-    await check_unknown_ids(client, PATH, {"description": "x"})
-
-
-async def test_names_are_slugs(client: httpx.AsyncClient) -> None:
-    await check_slugs(client, PATH, agent)
-
-
-async def test_duplicate_names_are_409(client: httpx.AsyncClient) -> None:
-    await check_duplicates(client, PATH, agent)
 
 
 BAD_INPUT: list[tuple[dict[str, Any], str]] = [

@@ -11,7 +11,6 @@ from tests.fixtures.crud import (
     check_pagination,
     check_patch_rejected,
     check_rejected,
-    check_unknown_ids,
     create,
     total,
 )
@@ -120,10 +119,6 @@ async def test_patch_renames_and_rescopes(
         await check_patch_rejected(client, item, {field: None}, mentions=[field])
     await check_patch_rejected(client, item, {"scopes": []}, mentions=["scopes"])
     await check_patch_rejected(client, item, {"key_hash": "x"}, mentions=["key_hash"])
-
-
-async def test_unknown_ids_are_404(client: httpx.AsyncClient) -> None:
-    await check_unknown_ids(client, PATH, {"name": "x"})
 
 
 BAD_INPUT: list[tuple[dict[str, Any], str]] = [

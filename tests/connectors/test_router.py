@@ -9,12 +9,9 @@ import pytest
 from tests.fixtures.crud import (
     assert_error,
     check_delete,
-    check_duplicates,
     check_pagination,
     check_patch_rejected,
     check_rejected,
-    check_slugs,
-    check_unknown_ids,
     create,
     total,
 )
@@ -134,18 +131,6 @@ async def test_delete_then_404_removes_actions(client: httpx.AsyncClient) -> Non
     created = await create(client, PATH, connector(actions=[GET_ISSUE]))
     await check_delete(client, PATH, created["id"])
     assert_error(await client.get(f"{PATH}/{created['id']}/actions"), 404, "NotFound")
-
-
-async def test_unknown_ids_are_404(client: httpx.AsyncClient) -> None:
-    await check_unknown_ids(client, PATH, {"description": "x"})
-
-
-async def test_names_are_slugs(client: httpx.AsyncClient) -> None:
-    await check_slugs(client, PATH, connector)
-
-
-async def test_duplicate_names_are_409(client: httpx.AsyncClient) -> None:
-    await check_duplicates(client, PATH, connector)
 
 
 BAD_INPUT: list[tuple[dict[str, Any], str]] = [

@@ -10,7 +10,6 @@ from tests.fixtures.crud import (
     check_pagination,
     check_patch_rejected,
     check_rejected,
-    check_unknown_ids,
     create,
 )
 
@@ -82,10 +81,6 @@ async def test_patch_explicit_null(client: httpx.AsyncClient) -> None:
 async def test_delete_then_404(client: httpx.AsyncClient) -> None:
     created = await create(client, PATH, convention())
     await check_delete(client, PATH, created["id"])
-
-
-async def test_unknown_ids_are_404(client: httpx.AsyncClient) -> None:
-    await check_unknown_ids(client, PATH, {"content": "x"})
 
 
 BAD_INPUT: list[tuple[dict[str, Any], str]] = [

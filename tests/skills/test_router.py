@@ -8,12 +8,9 @@ import pytest
 from tests.fixtures.crud import (
     assert_error,
     check_delete,
-    check_duplicates,
     check_pagination,
     check_patch_rejected,
     check_rejected,
-    check_slugs,
-    check_unknown_ids,
     create,
     total,
 )
@@ -80,18 +77,6 @@ async def test_patch_explicit_null(client: httpx.AsyncClient) -> None:
 async def test_delete_then_404(client: httpx.AsyncClient) -> None:
     created = await create(client, PATH, skill())
     await check_delete(client, PATH, created["id"])
-
-
-async def test_unknown_ids_are_404(client: httpx.AsyncClient) -> None:
-    await check_unknown_ids(client, PATH, {"description": "x"})
-
-
-async def test_names_are_slugs(client: httpx.AsyncClient) -> None:
-    await check_slugs(client, PATH, skill)
-
-
-async def test_duplicate_names_are_409(client: httpx.AsyncClient) -> None:
-    await check_duplicates(client, PATH, skill)
 
 
 BAD_INPUT: list[tuple[dict[str, Any], str]] = [
