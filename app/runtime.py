@@ -118,4 +118,3 @@ class Runtime:
         ):
             with contextlib.suppress(Exception):
                 await closer()
-

@@ -32,8 +32,8 @@ from app.mcp.models import McpServer
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.mode import ResolvedModes
 from app.pipeline.preview import count_prompt_tokens
-from app.skills.models import Skill
 from app.pipeline.sources.backends import Backends
+from app.skills.models import Skill
 from app.tools.base import ToolResult
 from bench.common import bench_data_dir, percentile, print_table
 

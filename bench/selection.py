@@ -316,9 +316,7 @@ def main() -> None:
     strategies = [s for s in args.strategies.split(",") if s]
     if args.scale:
         timing = scale_timing(strategies=strategies)
-        rows = [
-            [key, *(m[c] for c in SCALE_COLUMNS)] for key, m in timing.items()
-        ]
+        rows = [[key, *(m[c] for c in SCALE_COLUMNS)] for key, m in timing.items()]
         headers = ["strategy tools", "queries", "build ms", "build cpu ms", "ms p50", "ms p99"]
         print_table(rows, [*headers, "cpu p50", "cpu p99", "RSS +MB"])
         return

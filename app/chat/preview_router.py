@@ -41,6 +41,4 @@ async def preview_agent_toolset(
     agent = await agent_service.get(session, id)
     llm = runs.llm
     selector = llm_selector(llm, model=agent.model) if llm is not None else None
-    return await preview_toolset(
-        agent, settings, backends, query, selector=selector
-    )
+    return await preview_toolset(agent, settings, backends, query, selector=selector)

@@ -92,4 +92,3 @@ async def replay_stream(
                     yield PING
     finally:
         hub.drop(run_id, waiter)
-

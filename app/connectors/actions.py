@@ -169,8 +169,11 @@ def _body_fields(action: ConnectorAction, test: Callable[[dict[str, Any]], bool]
     """Body field names (as sent, after the template's renames) whose schema passes `test`."""
     params = {n for n, p in _properties(action).items() if isinstance(p, dict) and test(p)}
     if params and isinstance(action.body_template, dict):
-        params |= {k for k, v in action.body_template.items()
-                   if isinstance(v, str) and v.strip("{} ") in params}
+        params |= {
+            k
+            for k, v in action.body_template.items()
+            if isinstance(v, str) and v.strip("{} ") in params
+        }
     return frozenset(params)
 
 

@@ -137,11 +137,14 @@ class ConnectorExecutor:
         parts = build_request_parts(action, arguments)
         breaker = self.breaker(connector)
         if not breaker.allow():
-            return _Outcome(result=ToolResult.fail(
-                f"Connector {connector.name!r} is unavailable: circuit open after "
-                f"{breaker.failures} consecutive failures; retry in {breaker.retry_after():.0f}s",
-                retryable=True,
-            ))
+            return _Outcome(
+                result=ToolResult.fail(
+                    f"Connector {connector.name!r} is unavailable: circuit open after "
+                    f"{breaker.failures} consecutive failures; "
+                    f"retry in {breaker.retry_after():.0f}s",
+                    retryable=True,
+                )
+            )
         try:
             response = await self._send(connector, action, parts, auth)
         except FetchError as exc:
@@ -149,8 +152,9 @@ class ConnectorExecutor:
                 breaker.record_failure()
             else:
                 breaker.release()
-            return _Outcome(result=ToolResult.fail(redactor.text(str(exc)),
-                                                   retryable=exc.retryable))
+            return _Outcome(
+                result=ToolResult.fail(redactor.text(str(exc)), retryable=exc.retryable)
+            )
         except BaseException:
             breaker.release()
             raise
@@ -160,8 +164,9 @@ class ConnectorExecutor:
             breaker.release()
         else:
             breaker.record_success()
-        return _Outcome(result=self._to_result(response, redactor),
-                        status_code=response.status_code)
+        return _Outcome(
+            result=self._to_result(response, redactor), status_code=response.status_code
+        )
 
     async def _send(
         self,
@@ -182,14 +187,17 @@ class ConnectorExecutor:
         read = connector.timeout_s or self._settings.http_timeout_s
         # read/connect come from the connector; the whole exchange (redirects included)
         # stays within the pipeline's per-tool-call limit
-        timeouts = Timeouts(connect=min(10.0, read), read=read,
-                            total=self._settings.tool_timeout_s)
+        timeouts = Timeouts(connect=min(10.0, read), read=read, total=self._settings.tool_timeout_s)
         attempts = 1 + (self._connect_retries if method in IDEMPOTENT_METHODS else 0)
         for attempt in range(attempts):
             try:
                 return await guarded_request(
-                    self._http, self._guard, method, url,
-                    headers=headers, params=query or None,
+                    self._http,
+                    self._guard,
+                    method,
+                    url,
+                    headers=headers,
+                    params=query or None,
                     json=parts.body if parts.has_body and encoded is None else None,
                     content=encoded[0] if encoded is not None else None,
                     timeout=timeouts,
@@ -208,8 +216,10 @@ class ConnectorExecutor:
         text = redactor.text(response.text())
         cap_note = ""
         if response.truncated:
-            cap_note = (f"\n[Response exceeded {self._settings.http_max_response_bytes} bytes; "
-                        "stopped reading]")
+            cap_note = (
+                f"\n[Response exceeded {self._settings.http_max_response_bytes} bytes; "
+                "stopped reading]"
+            )
         if 200 <= response.status_code < 300:
             body = truncate_for_model(text, max_chars=self._max_output_chars) if text else ""
             return ToolResult.success(f"{status}\n{body or '(empty body)'}{cap_note}")
@@ -234,17 +244,19 @@ class ConnectorExecutor:
         if self._audit is None:
             return
         error = outcome.result.error
-        self._audit.record(AuditEntry(
-            connector_id=connector.id,
-            connector_name=connector.name,
-            action=action.name,
-            arguments=redactor.arguments(dict(arguments)),
-            ok=outcome.result.ok,
-            status_code=outcome.status_code,
-            error=redactor.text(error)[:_AUDIT_ERROR_CHARS] if error else None,
-            latency_ms=round((time.perf_counter() - started) * 1000, 3),
-            run_id=ctx.run_id,
-        ))
+        self._audit.record(
+            AuditEntry(
+                connector_id=connector.id,
+                connector_name=connector.name,
+                action=action.name,
+                arguments=redactor.arguments(dict(arguments)),
+                ok=outcome.result.ok,
+                status_code=outcome.status_code,
+                error=redactor.text(error)[:_AUDIT_ERROR_CHARS] if error else None,
+                latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                run_id=ctx.run_id,
+            )
+        )
 
 
 def _with_step(result: ToolResult, step: str) -> ToolResult:

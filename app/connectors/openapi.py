@@ -65,15 +65,23 @@ class ImportFilters:
             return False
         if self.include_operations:
             op_id = str(op.get("operationId") or "")
-            if not (_any_glob(op_id, self.include_operations)
-                    or _any_glob(name, self.include_operations)):
+            if not (
+                _any_glob(op_id, self.include_operations)
+                or _any_glob(name, self.include_operations)
+            ):
                 return False
         return True
 
     def describe(self) -> str:
-        given = {k: list(v) for k, v in (("include_tags", self.include_tags),
-                                         ("include_paths", self.include_paths),
-                                         ("include_operations", self.include_operations)) if v}
+        given = {
+            k: list(v)
+            for k, v in (
+                ("include_tags", self.include_tags),
+                ("include_paths", self.include_paths),
+                ("include_operations", self.include_operations),
+            )
+            if v
+        }
         return ", ".join(f"{k}={v}" for k, v in given.items())
 
 
@@ -165,15 +173,11 @@ def _server_url(doc: Mapping[str, Any]) -> str:
             raise Invalid(f"{pointer('servers', 0, 'variables', var)}: variable has no default")
         url = url.replace("{" + var + "}", str(default))
     if not url.startswith(("http://", "https://")):
-        raise Invalid(
-            f"/servers/0/url: {url!r} is not an absolute http(s) URL; pass base_url"
-        )
+        raise Invalid(f"/servers/0/url: {url!r} is not an absolute http(s) URL; pass base_url")
     return url
 
 
-def _auth(
-    doc: Mapping[str, Any], refs: Refs, warnings: list[str]
-) -> tuple[str, dict[str, Any]]:
+def _auth(doc: Mapping[str, Any], refs: Refs, warnings: list[str]) -> tuple[str, dict[str, Any]]:
     components = mapping(doc.get("components") or {}, "/components")
     schemes = mapping(components.get("securitySchemes") or {}, "/components/securitySchemes")
     if not schemes:
@@ -428,14 +432,19 @@ def _deep_objects(encoding: Any) -> set[str]:
     """Form fields the media type's `encoding` marks `style: deepObject` (`expand[0]=a`)."""
     if not isinstance(encoding, dict):
         return set()
-    return {str(k) for k, v in encoding.items()
-            if isinstance(v, dict) and v.get("style") == "deepObject"}
+    return {
+        str(k)
+        for k, v in encoding.items()
+        if isinstance(v, dict) and v.get("style") == "deepObject"
+    }
 
 
 def _is_empty_object(schema: Any) -> bool:
     """`{"type": "object", "properties": {}}` and the like: a body with no fields."""
-    return isinstance(schema, dict) and not schema.get("properties") and (
-        schema.get("type") in (None, "object") and not schema.get("allOf")
+    return (
+        isinstance(schema, dict)
+        and not schema.get("properties")
+        and (schema.get("type") in (None, "object") and not schema.get("allOf"))
     )
 
 

@@ -77,8 +77,10 @@ def measure(node: Any, *, max_nodes: int = MAX_DOCUMENT_NODES) -> int:
                 size += child_size
                 height = max(height, child_height + 1)
                 if size > max_nodes:
-                    raise Invalid(f"/: the document expands to more than {max_nodes} nodes "
-                                  "(YAML aliases?); refused")
+                    raise Invalid(
+                        f"/: the document expands to more than {max_nodes} nodes "
+                        "(YAML aliases?); refused"
+                    )
             known = seen[id(current)] = (size, height)
         if depth + known[1] > MAX_NESTING:
             raise Invalid(f"/: nested deeper than {MAX_NESTING} levels")
@@ -164,11 +166,14 @@ class Refs:
             return {}
         self.nodes += 1
         if self.nodes > self.max_nodes:
-            raise Invalid(f"{at}: schemas expand to more than {self.max_nodes} nodes "
-                          "($ref bomb?); refused")
+            raise Invalid(
+                f"{at}: schemas expand to more than {self.max_nodes} nodes ($ref bomb?); refused"
+            )
         if self.total + self.nodes > MAX_TOTAL_NODES:
-            raise Invalid(f"{at}: the operations' schemas expand to more than "
-                          f"{MAX_TOTAL_NODES} nodes in all ($ref bomb?); refused")
+            raise Invalid(
+                f"{at}: the operations' schemas expand to more than "
+                f"{MAX_TOTAL_NODES} nodes in all ($ref bomb?); refused"
+            )
         if depth > MAX_NESTING:
             raise Invalid(f"{at}: schema nested deeper than {MAX_NESTING} levels")
         if isinstance(node, dict):

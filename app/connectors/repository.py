@@ -60,7 +60,5 @@ class ConnectorActionRepository(RepositoryBase[ConnectorAction]):
 
     async def count_of(self, connector_id: uuid.UUID) -> int:
         stmt = select(func.count()).select_from(ConnectorAction)
-        total = await self.session.scalar(
-            stmt.where(ConnectorAction.connector_id == connector_id)
-        )
+        total = await self.session.scalar(stmt.where(ConnectorAction.connector_id == connector_id))
         return int(total or 0)

@@ -60,19 +60,16 @@ async def reimport_connector(id: uuid.UUID, body: ConnectorImport, session: Sess
 def as_json(result: ConnectorImported, status_code: int) -> Response:
     """Serialised here (pydantic-core, in one pass): a 10k-action answer would otherwise be
     validated again and encoded in Python on the event loop."""
-    return Response(result.model_dump_json(), status_code=status_code,
-                    media_type="application/json")
+    return Response(
+        result.model_dump_json(), status_code=status_code, media_type="application/json"
+    )
 
 
 @router.get("/{id}/actions", response_model=Page[ActionRead], responses=ERROR_RESPONSES)
 async def list_actions(id: uuid.UUID, session: SessionDep, page: PageDep) -> Any:
     """List a connector's actions by name (paginated: `limit` ≤ 200, `offset`, `total`)."""
-    items, total = await service.list_actions(
-        session, id, limit=page.limit, offset=page.offset
-    )
-    return Page(
-        items=[ActionRead.model_validate(a) for a in items], total=total, **vars(page)
-    )
+    items, total = await service.list_actions(session, id, limit=page.limit, offset=page.offset)
+    return Page(items=[ActionRead.model_validate(a) for a in items], total=total, **vars(page))
 
 
 @router.post(
@@ -108,7 +105,9 @@ async def delete_action(id: uuid.UUID, name: str, session: SessionDep) -> None:
 
 @router.post("/{id}/actions/{name}/test", response_model=ToolCallResult, responses=ERROR_RESPONSES)
 async def test_action(
-    id: uuid.UUID, name: str, body: ActionTestRequest,
+    id: uuid.UUID,
+    name: str,
+    body: ActionTestRequest,
     session: SessionDep,
     executor: ConnectorExecutorDep,
 ) -> Any:

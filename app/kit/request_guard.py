@@ -92,11 +92,7 @@ class RequestGuard:
         if declared is None and b"transfer-encoding" not in headers:
             await self.app(scope, receive, send)
             return
-        if (
-            declared is not None
-            and declared.strip().isdigit()
-            and (int(declared) > limit)
-        ):
+        if declared is not None and declared.strip().isdigit() and (int(declared) > limit):
             await self._refuse(_too_large(limit, variable), scope, receive, send)
             return
         chunks: list[bytes] = []

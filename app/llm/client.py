@@ -162,7 +162,10 @@ class LlmClient:
                 attempt += 1
                 logger.warning(
                     "LLM call failed (%s); retry %d/%d in %.2fs",
-                    exc.code, attempt, self.max_retries, delay,
+                    exc.code,
+                    attempt,
+                    self.max_retries,
+                    delay,
                 )
                 await asyncio.sleep(delay)
 
@@ -195,7 +198,10 @@ class LlmClient:
         deadline = asyncio.get_running_loop().time() + self.timeout_s
         http = self._client()
         request = http.build_request(
-            "POST", self._url, json=body, headers=self._headers(),
+            "POST",
+            self._url,
+            json=body,
+            headers=self._headers(),
             timeout=httpx.Timeout(self.timeout_s),
         )
         async with _IoGuard(self, "waiting for the response"), asyncio.timeout_at(deadline):
@@ -250,7 +256,8 @@ class LlmClient:
                     yield TextDelta(text)
         if not done and assembler.finish_reason is None:
             raise LlmError(
-                "llm_unavailable", "the model stream ended before the response was complete",
+                "llm_unavailable",
+                "the model stream ended before the response was complete",
                 retryable=True,
             )
         yield self._parse(assembler.finish)

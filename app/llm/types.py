@@ -55,8 +55,9 @@ class ToolCallRequest:
         arguments = function.get("arguments")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments if arguments is not None else {})
-        return cls(id=str(data.get("id") or ""), name=str(function.get("name") or ""),
-                   arguments=arguments)
+        return cls(
+            id=str(data.get("id") or ""), name=str(function.get("name") or ""), arguments=arguments
+        )
 
 
 @dataclass(slots=True)
@@ -108,7 +109,8 @@ class ChatMessage:
         content = data.get("content")
         if isinstance(content, list):  # content parts: keep the text ones
             content = "".join(
-                str(part.get("text", "")) for part in content
+                str(part.get("text", ""))
+                for part in content
                 if isinstance(part, dict) and part.get("type") == "text"
             )
         raw_calls = data.get("tool_calls") or None

@@ -403,11 +403,17 @@ class McpSession:
             except MCPError as exc:
                 if exc.code in (types.CONNECTION_CLOSED, types.METHOD_NOT_FOUND):
                     return
-                logger.info("MCP server %r: tool-list subscription failed: %s",
-                            self.spec.name, describe_error(exc, self.spec))
+                logger.info(
+                    "MCP server %r: tool-list subscription failed: %s",
+                    self.spec.name,
+                    describe_error(exc, self.spec),
+                )
             except Exception as exc:
-                logger.info("MCP server %r: tool-list subscription lost: %s",
-                            self.spec.name, describe_error(exc, self.spec))
+                logger.info(
+                    "MCP server %r: tool-list subscription lost: %s",
+                    self.spec.name,
+                    describe_error(exc, self.spec),
+                )
             reopened = True
             await anyio.sleep(delay)
             delay = min(delay * 2, _RELISTEN_MAX_S)

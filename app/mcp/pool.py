@@ -332,8 +332,11 @@ class McpPool:
             try:
                 tools = await self._fetch_tools(session)
             except Exception as exc:
-                logger.info("MCP server %r: tool refresh failed: %s", session.spec.name,
-                            describe_error(exc, session.spec))
+                logger.info(
+                    "MCP server %r: tool refresh failed: %s",
+                    session.spec.name,
+                    describe_error(exc, session.spec),
+                )
                 return
             entry.tools, entry.tools_at = tools, self._clock()
             await self._notify(server_id, tools)

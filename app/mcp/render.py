@@ -30,12 +30,14 @@ def render_call_result(
     text = "\n".join(part for part in parts if part)
     if result.is_error:
         return ToolResult.fail(
-            truncate_for_model(text or "the tool reported an error without detail",
-                               max_chars=max_chars),
+            truncate_for_model(
+                text or "the tool reported an error without detail", max_chars=max_chars
+            ),
             step=step,
         )
-    return ToolResult.success(truncate_for_model(text or "(no output)", max_chars=max_chars),
-                              step=step)
+    return ToolResult.success(
+        truncate_for_model(text or "(no output)", max_chars=max_chars), step=step
+    )
 
 
 def _render_block(block: Any) -> str:

@@ -91,9 +91,7 @@ async def step_selection(
     if result is None:
         return toolset, None, None
     active = ActiveSetToolset(toolset, result.active)
-    request_tools = RequestToolsToolset(
-        active, query, rank=local_rank(config.selection_strategy)
-    )
+    request_tools = RequestToolsToolset(active, query, rank=local_rank(config.selection_strategy))
     visible = CombinedToolset([active, request_tools], label="selected")
     return visible, result, active
 

@@ -16,6 +16,7 @@ _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _V4_COMPAT = ipaddress.ip_network("::/96")
 
+
 @lru_cache(maxsize=4096)
 def blocked_reason(address: Address) -> str | None:
     """Why `address` is not a public destination, or None if it is."""

@@ -58,8 +58,14 @@ from app.security.addresses import (
 from app.security.pinning import PinnedTransport, SslVerify, is_pinned_client, pinned
 
 _METADATA_HOSTS = frozenset(
-    {"metadata.google.internal", "metadata.goog", "metadata", "instance-data",
-     "instance-data.ec2.internal", "metadata.azure.internal"}
+    {
+        "metadata.google.internal",
+        "metadata.goog",
+        "metadata",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.azure.internal",
+    }
 )
 _CHARSET = re.compile(r"charset=[\"']?([\w.:-]+)", re.IGNORECASE)
 _HOSTNAME = re.compile(r"[a-z0-9_.-]+")
@@ -309,8 +315,9 @@ async def guarded_request(
     sensitive = {*_ALWAYS_STRIPPED, *(h.lower() for h in strip_on_redirect)}
     try:
         async with asyncio.timeout(timeouts.total):
-            return await _follow(client, guard, request, timeouts, max_bytes, max_redirects,
-                                 sensitive)
+            return await _follow(
+                client, guard, request, timeouts, max_bytes, max_redirects, sensitive
+            )
     except TimeoutError as exc:
         raise RequestTimeout("total", timeouts.total) from exc
 

@@ -59,12 +59,17 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
                 raise httpcore.ConnectError(f"{host}:{port} was not checked by the egress guard")
             address = host  # a trusted caller (e.g. the LLM client) outside guarded_request
         return await self._inner.connect_tcp(
-            address, port, timeout=timeout, local_address=local_address,
+            address,
+            port,
+            timeout=timeout,
+            local_address=local_address,
             socket_options=socket_options,
         )
 
     async def connect_unix_socket(
-        self, path: str, timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         raise httpcore.ConnectError("unix sockets are not allowed by the egress guard")
@@ -81,8 +86,9 @@ class PinnedTransport(httpx.AsyncHTTPTransport):
     traffic (guarded) and trusted configured endpoints such as the LLM.
     """
 
-    def __init__(self, *, verify: SslVerify = True,
-                 limits: httpx.Limits | None = None, strict: bool = True) -> None:
+    def __init__(
+        self, *, verify: SslVerify = True, limits: httpx.Limits | None = None, strict: bool = True
+    ) -> None:
         super().__init__(verify=verify, trust_env=False)
         limits = limits or httpx.Limits(max_connections=200, max_keepalive_connections=50)
         # Same pool httpx builds, with our network backend (httpx has no public knob for it).
@@ -105,8 +111,9 @@ class _StaticPinnedBackend(httpcore2.AsyncNetworkBackend):
 
     def __init__(self, pins: Mapping[str, Sequence[object]]) -> None:
         self._inner = httpcore2.AnyIOBackend()
-        self._pins = {_host_key(host): tuple(str(a) for a in addresses)
-                      for host, addresses in pins.items()}
+        self._pins = {
+            _host_key(host): tuple(str(a) for a in addresses) for host, addresses in pins.items()
+        }
 
     async def connect_tcp(
         self,
@@ -123,7 +130,10 @@ class _StaticPinnedBackend(httpcore2.AsyncNetworkBackend):
         for address in addresses:
             try:
                 return await self._inner.connect_tcp(
-                    address, port, timeout=timeout, local_address=local_address,
+                    address,
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
                     socket_options=socket_options,
                 )
             except httpcore2.ConnectError as exc:
@@ -132,7 +142,9 @@ class _StaticPinnedBackend(httpcore2.AsyncNetworkBackend):
         raise last
 
     async def connect_unix_socket(
-        self, path: str, timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
         raise httpcore2.ConnectError("unix sockets are not allowed by the egress guard")

@@ -113,7 +113,7 @@ def _trie_node(node: dict[str, Any]) -> str:
             continue
         literal = [char]
         while len(child) == 1 and "" not in child:  # a chain of single children: one literal
-            (char, child), = child.items()
+            ((char, child),) = child.items()
             literal.append(char)
         branches.append(re.escape("".join(literal)) + _trie_node(child))
     if not branches:

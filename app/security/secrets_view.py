@@ -39,4 +39,3 @@ MaskedValues = Annotated[
     dict[str, Any] | None, PlainSerializer(mask_values, return_type=dict[str, str])
 ]
 """Secret values by name (`env`, `headers`): the names stay visible, the values never do."""
-

@@ -49,8 +49,9 @@ def parse_skill_md(document: str, *, name: str | None = None) -> SkillCreate:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "front matter"
         if field == "content":
-            raise Invalid("document: the body after the front matter is empty; a skill needs "
-                          "instructions") from exc
+            raise Invalid(
+                "document: the body after the front matter is empty; a skill needs instructions"
+            ) from exc
         raise Invalid(f"document: {field}: {err['msg']}") from exc
 
 

@@ -89,4 +89,3 @@ class Toolset(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release resources; most sources hold none."""
-

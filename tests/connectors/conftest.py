@@ -39,26 +39,49 @@ async def http(local_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 async def executor(
     http: httpx.AsyncClient, local_settings: Settings
 ) -> AsyncIterator[ConnectorExecutor]:
-    ex = ConnectorExecutor(http=http, settings=local_settings, audit=None,
-                           breaker_threshold=3, breaker_cooldown_s=0.3, retry_backoff_s=0.01)
+    ex = ConnectorExecutor(
+        http=http,
+        settings=local_settings,
+        audit=None,
+        breaker_threshold=3,
+        breaker_cooldown_s=0.3,
+        retry_backoff_s=0.01,
+    )
     yield ex
     await ex.aclose()
 
 
 def make_connector(base_url: str, *, name: str = "svc", **kw: Any) -> Connector:
     values: dict[str, Any] = {
-        "id": uuid.uuid4(), "name": name, "description": "", "base_url": base_url,
-        "auth_type": "none", "auth_config": {}, "credentials": None, "timeout_s": 5.0,
+        "id": uuid.uuid4(),
+        "name": name,
+        "description": "",
+        "base_url": base_url,
+        "auth_type": "none",
+        "auth_config": {},
+        "credentials": None,
+        "timeout_s": 5.0,
     }
     values.update(kw)
     return Connector(**values)
 
 
-def make_action(name: str = "act", *, method: str = "GET", path: str = "/echo",
-                parameters: dict[str, Any] | None = None, **kw: Any) -> ConnectorAction:
+def make_action(
+    name: str = "act",
+    *,
+    method: str = "GET",
+    path: str = "/echo",
+    parameters: dict[str, Any] | None = None,
+    **kw: Any,
+) -> ConnectorAction:
     return ConnectorAction(
-        id=uuid.uuid4(), name=name, description="", method=method, path=path,
+        id=uuid.uuid4(),
+        name=name,
+        description="",
+        method=method,
+        path=path,
         parameters=parameters or {"type": "object", "properties": {}},
         body_template=kw.pop("body_template", None),
-        requires_confirmation=kw.pop("requires_confirmation", False), **kw,
+        requires_confirmation=kw.pop("requires_confirmation", False),
+        **kw,
     )

@@ -20,14 +20,21 @@ from tests.connectors.conftest import make_action, make_connector
 from tests.connectors.server_app import LocalServer
 
 TOKEN = "tok_audit_d0_not_l3ak"
-PARAMS = {"type": "object", "properties": {
-    "q": {"type": "string"}, "password": {"type": "string"}, "note": {"type": "string"},
-    "code": {"type": "integer"}}}
+PARAMS = {
+    "type": "object",
+    "properties": {
+        "q": {"type": "string"},
+        "password": {"type": "string"},
+        "note": {"type": "string"},
+        "code": {"type": "integer"},
+    },
+}
 
 
 async def _persisted(sessionmaker: async_sessionmaker[AsyncSession], url: str) -> Connector:
-    connector = make_connector(url, name="audited", auth_type="bearer",
-                               credentials={"token": TOKEN})
+    connector = make_connector(
+        url, name="audited", auth_type="bearer", credentials={"token": TOKEN}
+    )
     async with sessionmaker() as session:
         session.add(connector)
         await session.commit()
@@ -37,29 +44,44 @@ async def _persisted(sessionmaker: async_sessionmaker[AsyncSession], url: str) -
 async def _rows(sessionmaker: async_sessionmaker[AsyncSession], run_id: str) -> list[ConnectorCall]:
     async with sessionmaker() as session:
         result = await session.scalars(
-            select(ConnectorCall).where(ConnectorCall.run_id == run_id)
-            .order_by(ConnectorCall.created_at))
+            select(ConnectorCall)
+            .where(ConnectorCall.run_id == run_id)
+            .order_by(ConnectorCall.created_at)
+        )
         return list(result)
 
 
 async def test_each_call_writes_one_redacted_audit_row(
-    sessionmaker: async_sessionmaker[AsyncSession], server: LocalServer,
-    http: httpx.AsyncClient, local_settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    server: LocalServer,
+    http: httpx.AsyncClient,
+    local_settings: Settings,
 ) -> None:
     connector = await _persisted(sessionmaker, server.url)
     sink = AuditSink(sessionmaker)
     ex = ConnectorExecutor(http=http, settings=local_settings, audit=sink)
     ctx = CallContext(run_id="run-audit-1")
-    ok = await ex.execute(connector, make_action("search", path="/search", parameters=PARAMS),
-                          {"q": "cats", "password": "pw-123456", "note": f"see {TOKEN}"}, ctx)
-    failed = await ex.execute(connector, make_action("boom", path="/status/{code}",
-                                                     parameters=PARAMS), {"code": 503}, ctx)
+    ok = await ex.execute(
+        connector,
+        make_action("search", path="/search", parameters=PARAMS),
+        {"q": "cats", "password": "pw-123456", "note": f"see {TOKEN}"},
+        ctx,
+    )
+    failed = await ex.execute(
+        connector, make_action("boom", path="/status/{code}", parameters=PARAMS), {"code": 503}, ctx
+    )
     await ex.aclose()  # flushes the queue
     assert ok.ok
     assert not failed.ok
     first, second = await _rows(sessionmaker, "run-audit-1")
-    assert (first.connector_id, first.connector_name, first.action, first.ok,
-            first.status_code, first.error) == (connector.id, "audited", "search", True, 200, None)
+    assert (
+        first.connector_id,
+        first.connector_name,
+        first.action,
+        first.ok,
+        first.status_code,
+        first.error,
+    ) == (connector.id, "audited", "search", True, 200, None)
     assert first.arguments == {"q": "cats", "password": "***", "note": "see ***"}
     assert first.latency_ms > 0
     assert (second.action, second.ok, second.status_code) == ("boom", False, 503)
@@ -77,8 +99,17 @@ async def test_record_only_queues_and_the_background_task_writes(
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     sink = AuditSink(sessionmaker)
-    entry = AuditEntry(connector_id=None, connector_name="c", action="a", arguments={},
-                       ok=True, status_code=200, error=None, latency_ms=1.0, run_id="run-bg")
+    entry = AuditEntry(
+        connector_id=None,
+        connector_name="c",
+        action="a",
+        arguments={},
+        ok=True,
+        status_code=200,
+        error=None,
+        latency_ms=1.0,
+        run_id="run-bg",
+    )
     for _ in range(3):
         sink.record(entry)
     assert sink.written == 0  # nothing awaited yet: the call path never waits for the database
@@ -95,8 +126,17 @@ async def test_a_full_queue_drops_rows_instead_of_blocking(
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     sink = AuditSink(sessionmaker, max_queue=2)
-    entry = AuditEntry(connector_id=None, connector_name="c", action="a", arguments={},
-                       ok=True, status_code=200, error=None, latency_ms=1.0, run_id="run-full")
+    entry = AuditEntry(
+        connector_id=None,
+        connector_name="c",
+        action="a",
+        arguments={},
+        ok=True,
+        status_code=200,
+        error=None,
+        latency_ms=1.0,
+        run_id="run-full",
+    )
     for _ in range(5):
         sink.record(entry)
     assert sink.dropped == 3
@@ -105,7 +145,10 @@ async def test_a_full_queue_drops_rows_instead_of_blocking(
 
 
 async def test_audit_failures_never_reach_the_tool_result(
-    tmp_path: Path, server: LocalServer, http: httpx.AsyncClient, local_settings: Settings,
+    tmp_path: Path,
+    server: LocalServer,
+    http: httpx.AsyncClient,
+    local_settings: Settings,
 ) -> None:
     engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'no_tables.db'}")
     sink = AuditSink(async_sessionmaker(engine))
@@ -122,9 +165,19 @@ async def test_rows_of_a_connector_deleted_meanwhile_are_kept_without_the_link(
 ) -> None:
     sink = AuditSink(sessionmaker)
     gone = uuid.uuid4()
-    sink.record(AuditEntry(connector_id=gone, connector_name="deleted_one", action="ping",
-                           arguments={}, ok=True, status_code=200, error=None, latency_ms=1.0,
-                           run_id="run-audit-gone"))
+    sink.record(
+        AuditEntry(
+            connector_id=gone,
+            connector_name="deleted_one",
+            action="ping",
+            arguments={},
+            ok=True,
+            status_code=200,
+            error=None,
+            latency_ms=1.0,
+            run_id="run-audit-gone",
+        )
+    )
     await sink.aclose()
     (row,) = await _rows(sessionmaker, "run-audit-gone")
     assert row.connector_id is None

@@ -35,59 +35,75 @@ def seen(result: ToolResult) -> dict[str, Any]:
 # --- auth (asserted on what the server recorded, not on the redacted echo) -------------
 
 
-async def test_bearer_token_arrives_with_default_prefix(executor: ConnectorExecutor,
-                                                        server: LocalServer) -> None:
+async def test_bearer_token_arrives_with_default_prefix(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     conn = make_connector(server.url, auth_type="bearer", credentials={"token": TOKEN})
     result = await executor.execute(conn, make_action(), {}, CTX)
     assert server.last["headers"]["authorization"] == f"Bearer {TOKEN}"
     assert seen(result)["headers"]["authorization"] == "Bearer ***"
 
 
-async def test_bearer_token_prefix_is_configurable(executor: ConnectorExecutor,
-                                                   server: LocalServer) -> None:
-    conn = make_connector(server.url, auth_type="bearer", auth_config={"token_prefix": "Token"},
-                          credentials={"token": TOKEN})
+async def test_bearer_token_prefix_is_configurable(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
+    conn = make_connector(
+        server.url,
+        auth_type="bearer",
+        auth_config={"token_prefix": "Token"},
+        credentials={"token": TOKEN},
+    )
     await executor.execute(conn, make_action(), {}, CTX)
     assert server.last["headers"]["authorization"] == f"Token {TOKEN}"
 
 
-async def test_api_key_header_defaults_to_x_api_key(executor: ConnectorExecutor,
-                                                    server: LocalServer) -> None:
+async def test_api_key_header_defaults_to_x_api_key(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     conn = make_connector(server.url, auth_type="api_key", credentials={"api_key": TOKEN})
     await executor.execute(conn, make_action(), {}, CTX)
     assert server.last["headers"]["x-api-key"] == TOKEN
 
 
-async def test_api_key_in_a_named_header(executor: ConnectorExecutor,
-                                         server: LocalServer) -> None:
-    conn = make_connector(server.url, auth_type="api_key",
-                          auth_config={"header_name": "X-Custom-Key"},
-                          credentials={"api_key": TOKEN})
+async def test_api_key_in_a_named_header(executor: ConnectorExecutor, server: LocalServer) -> None:
+    conn = make_connector(
+        server.url,
+        auth_type="api_key",
+        auth_config={"header_name": "X-Custom-Key"},
+        credentials={"api_key": TOKEN},
+    )
     await executor.execute(conn, make_action(), {}, CTX)
     assert server.last["headers"]["x-custom-key"] == TOKEN
     assert "x-api-key" not in server.last["headers"]
 
 
 async def test_api_key_in_the_query(executor: ConnectorExecutor, server: LocalServer) -> None:
-    conn = make_connector(server.url, auth_type="api_key", auth_config={"query_param": "key"},
-                          credentials={"api_key": TOKEN})
+    conn = make_connector(
+        server.url,
+        auth_type="api_key",
+        auth_config={"query_param": "key"},
+        credentials={"api_key": TOKEN},
+    )
     result = await executor.execute(conn, make_action(), {}, CTX)
     assert server.last["query"] == [["key", TOKEN]]
     assert "x-api-key" not in server.last["headers"]
     assert seen(result)["query"] == [["key", "***"]]
 
 
-async def test_basic_auth_arrives_decodable(executor: ConnectorExecutor,
-                                            server: LocalServer) -> None:
-    conn = make_connector(server.url, auth_type="basic",
-                          credentials={"username": "ada", "password": "pa:ss w0rd"})
+async def test_basic_auth_arrives_decodable(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
+    conn = make_connector(
+        server.url, auth_type="basic", credentials={"username": "ada", "password": "pa:ss w0rd"}
+    )
     await executor.execute(conn, make_action(), {}, CTX)
     scheme, _, encoded = server.last["headers"]["authorization"].partition(" ")
     assert (scheme, base64.b64decode(encoded).decode()) == ("Basic", "ada:pa:ss w0rd")
 
 
-async def test_missing_credentials_is_a_clear_error(executor: ConnectorExecutor,
-                                                    server: LocalServer) -> None:
+async def test_missing_credentials_is_a_clear_error(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     conn = make_connector(server.url, auth_type="bearer", credentials=None)
     result = await executor.execute(conn, make_action(), {}, CTX)
     assert not result.ok
@@ -97,10 +113,16 @@ async def test_missing_credentials_is_a_clear_error(executor: ConnectorExecutor,
 async def test_no_secret_in_results_even_when_the_server_echoes_it(
     executor: ConnectorExecutor, server: LocalServer
 ) -> None:
-    conn = make_connector(server.url, auth_type="basic",
-                          credentials={"username": "svc-user", "password": "hunter2-pass"})
-    action = make_action(method="POST", path="/status/{code}",
-                         parameters={"type": "object", "properties": {"code": {"type": "integer"}}})
+    conn = make_connector(
+        server.url,
+        auth_type="basic",
+        credentials={"username": "svc-user", "password": "hunter2-pass"},
+    )
+    action = make_action(
+        method="POST",
+        path="/status/{code}",
+        parameters={"type": "object", "properties": {"code": {"type": "integer"}}},
+    )
     ok = await executor.execute(conn, make_action(), {}, CTX)
     failed = await executor.execute(conn, action, {"code": 400}, CTX)
     encoded = base64.b64encode(b"svc-user:hunter2-pass").decode()
@@ -128,8 +150,9 @@ LOCATED = {
 }
 
 
-async def test_each_location_reaches_the_server(executor: ConnectorExecutor,
-                                                server: LocalServer) -> None:
+async def test_each_location_reaches_the_server(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     action = make_action(method="POST", path="/tasks/{id}/notes", parameters=LOCATED)
     args = {"id": "a bé", "X-Trace": "t-1", "limit": 5, "title": "Hi", "done": False}
     seen(await executor.execute(make_connector(server.url), action, args, CTX))
@@ -140,29 +163,36 @@ async def test_each_location_reaches_the_server(executor: ConnectorExecutor,
     assert data["body"] == {"title": "Hi", "done": False}
 
 
-async def test_get_defaults_to_query_and_repeats_arrays(executor: ConnectorExecutor,
-                                                        server: LocalServer) -> None:
+async def test_get_defaults_to_query_and_repeats_arrays(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     action = make_action(method="GET", path="/search", parameters=LOCATED)
-    data = seen(await executor.execute(
-        make_connector(server.url), action, {"id": "7", "q": "x y", "tags": ["a", "b"]}, CTX))
+    data = seen(
+        await executor.execute(
+            make_connector(server.url), action, {"id": "7", "q": "x y", "tags": ["a", "b"]}, CTX
+        )
+    )
     assert data["query"] == [["id", "7"], ["q", "x y"], ["tags", "a"], ["tags", "b"]]
     assert data["body"] is None
 
 
 @pytest.mark.parametrize("bad", ["../admin", "a/b", "a\\b", "..", ""])
-async def test_path_traversal_values_are_refused(executor: ConnectorExecutor,
-                                                 server: LocalServer, bad: str) -> None:
+async def test_path_traversal_values_are_refused(
+    executor: ConnectorExecutor, server: LocalServer, bad: str
+) -> None:
     action = make_action(path="/files/{id}", parameters=LOCATED)
     result = await executor.execute(make_connector(server.url), action, {"id": bad}, CTX)
     assert not result.ok
     assert "Path parameter 'id' must be a non-empty segment" in (result.error or "")
 
 
-async def test_arguments_are_validated_against_the_schema(executor: ConnectorExecutor,
-                                                          server: LocalServer) -> None:
+async def test_arguments_are_validated_against_the_schema(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     action = make_action(path="/tasks/{id}", parameters=LOCATED)
-    result = await executor.execute(make_connector(server.url), action,
-                                    {"limit": "ten", "titel": "x"}, CTX)
+    result = await executor.execute(
+        make_connector(server.url), action, {"limit": "ten", "titel": "x"}, CTX
+    )
     assert not result.ok
     assert result.error == (
         "Invalid parameters for 'act': (root): 'id' is a required property; "
@@ -172,53 +202,87 @@ async def test_arguments_are_validated_against_the_schema(executor: ConnectorExe
     assert result.step == "connector:svc/act"
 
 
-async def test_body_template_keeps_types_and_drops_missing(executor: ConnectorExecutor,
-                                                           server: LocalServer) -> None:
-    template = {"issue": {"title": "{{title}}", "points": "{{points}}", "labels": "{{labels}}",
-                          "owner": "{{owner}}"},
-                "summary": "{{title}} ({{points}} pts)", "fixed": [1, "{{points}}"]}
-    params = {"type": "object", "properties": {
-        "title": {"type": "string"}, "points": {"type": "integer"},
-        "labels": {"type": "array"}, "owner": {"type": "string"}}}
+async def test_body_template_keeps_types_and_drops_missing(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
+    template = {
+        "issue": {
+            "title": "{{title}}",
+            "points": "{{points}}",
+            "labels": "{{labels}}",
+            "owner": "{{owner}}",
+        },
+        "summary": "{{title}} ({{points}} pts)",
+        "fixed": [1, "{{points}}"],
+    }
+    params = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "points": {"type": "integer"},
+            "labels": {"type": "array"},
+            "owner": {"type": "string"},
+        },
+    }
     action = make_action(method="POST", path="/issues", parameters=params, body_template=template)
-    data = seen(await executor.execute(
-        make_connector(server.url), action,
-        {"title": "Bug", "points": 3, "labels": ["a", "b"]}, CTX))
-    assert data["body"] == {"issue": {"title": "Bug", "points": 3, "labels": ["a", "b"]},
-                            "summary": "Bug (3 pts)", "fixed": [1, 3]}
+    data = seen(
+        await executor.execute(
+            make_connector(server.url),
+            action,
+            {"title": "Bug", "points": 3, "labels": ["a", "b"]},
+            CTX,
+        )
+    )
+    assert data["body"] == {
+        "issue": {"title": "Bug", "points": 3, "labels": ["a", "b"]},
+        "summary": "Bug (3 pts)",
+        "fixed": [1, 3],
+    }
 
 
 # --- responses ---------------------------------------------------------------------------
 
 
-async def test_large_json_list_is_truncated_with_a_hint(executor: ConnectorExecutor,
-                                                        server: LocalServer) -> None:
-    action = make_action(path="/items", parameters={
-        "type": "object", "properties": {"n": {"type": "integer"}}})
+async def test_large_json_list_is_truncated_with_a_hint(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
+    action = make_action(
+        path="/items", parameters={"type": "object", "properties": {"n": {"type": "integer"}}}
+    )
     result = await executor.execute(make_connector(server.url), action, {"n": 57}, CTX)
     lines = result.output.splitlines()
     assert lines[:2] == ["HTTP 200 OK", "[showing 10/57 items, keys: id, name, status]"]
     assert json.loads("\n".join(lines[2:]))[-1] == {"id": 9, "name": "item-9", "status": "ok"}
 
 
-async def test_response_size_cap_stops_reading(executor: ConnectorExecutor,
-                                               server: LocalServer) -> None:
-    action = make_action(path="/big", parameters={
-        "type": "object", "properties": {"size": {"type": "integer"}}})
+async def test_response_size_cap_stops_reading(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
+    action = make_action(
+        path="/big", parameters={"type": "object", "properties": {"size": {"type": "integer"}}}
+    )
     result = await executor.execute(make_connector(server.url), action, {"size": 500_000}, CTX)
     assert result.ok
     assert result.output.endswith(
-        "[Truncated: 65536 chars total]\n[Response exceeded 65536 bytes; stopped reading]")
+        "[Truncated: 65536 chars total]\n[Response exceeded 65536 bytes; stopped reading]"
+    )
 
 
-@pytest.mark.parametrize(("code", "retryable"), [(404, False), (422, False), (429, True),
-                                                 (500, True), (503, True)])
-async def test_non_2xx_is_a_failure_with_an_excerpt(http: httpx.AsyncClient,
-                                                    local_settings: Settings, server: LocalServer,
-                                                    code: int, retryable: bool) -> None:
+@pytest.mark.parametrize(
+    ("code", "retryable"), [(404, False), (422, False), (429, True), (500, True), (503, True)]
+)
+async def test_non_2xx_is_a_failure_with_an_excerpt(
+    http: httpx.AsyncClient,
+    local_settings: Settings,
+    server: LocalServer,
+    code: int,
+    retryable: bool,
+) -> None:
     ex = ConnectorExecutor(http=http, settings=local_settings, audit=None)
-    action = make_action(path="/status/{code}", parameters={
-        "type": "object", "properties": {"code": {"type": "integer"}}})
+    action = make_action(
+        path="/status/{code}",
+        parameters={"type": "object", "properties": {"code": {"type": "integer"}}},
+    )
     result = await ex.execute(make_connector(server.url), action, {"code": code}, CTX)
     assert not result.ok
     assert result.retryable is retryable
@@ -231,15 +295,20 @@ async def test_non_2xx_is_a_failure_with_an_excerpt(http: httpx.AsyncClient,
 
 async def test_read_timeout(executor: ConnectorExecutor, server: LocalServer) -> None:
     conn = make_connector(server.url, timeout_s=0.3)
-    action = make_action(path="/slow", parameters={
-        "type": "object", "properties": {"delay": {"type": "number"}}})
+    action = make_action(
+        path="/slow", parameters={"type": "object", "properties": {"delay": {"type": "number"}}}
+    )
     result = await executor.execute(conn, action, {"delay": 2}, CTX)
     assert (result.ok, result.error, result.retryable) == (
-        False, "Timed out after 0.3s (read)", True)
+        False,
+        "Timed out after 0.3s (read)",
+        True,
+    )
 
 
-async def test_total_timeout_bounds_a_trickling_response(http: httpx.AsyncClient,
-                                                         server: LocalServer) -> None:
+async def test_total_timeout_bounds_a_trickling_response(
+    http: httpx.AsyncClient, server: LocalServer
+) -> None:
     settings = Settings(egress_allow_cidrs=["127.0.0.0/8"], tool_timeout_s=0.5)
     ex = ConnectorExecutor(http=http, settings=settings, audit=None)
     conn = make_connector(server.url, timeout_s=5)  # each byte arrives well within 5 s
@@ -251,13 +320,16 @@ async def test_total_timeout_bounds_a_trickling_response(http: httpx.AsyncClient
     assert loop.time() - started < 1.5
 
 
-async def test_redirect_to_another_origin_drops_credentials(executor: ConnectorExecutor,
-                                                            server: LocalServer) -> None:
+async def test_redirect_to_another_origin_drops_credentials(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     other = LocalServer("127.0.0.2").start()
     try:
         conn = make_connector(server.url, auth_type="api_key", credentials={"api_key": TOKEN})
-        action = make_action(path="/redirect", parameters={
-            "type": "object", "properties": {"to": {"type": "string"}}})
+        action = make_action(
+            path="/redirect",
+            parameters={"type": "object", "properties": {"to": {"type": "string"}}},
+        )
         same = seen(await executor.execute(conn, action, {"to": "/landed"}, CTX))
         assert (same["path"], same["headers"]["x-api-key"]) == ("/landed", "***")
         moved = seen(await executor.execute(conn, action, {"to": f"{other.url}/away"}, CTX))
@@ -272,13 +344,16 @@ async def test_redirect_to_another_origin_drops_credentials(executor: ConnectorE
 
 
 def _failing(server: LocalServer) -> tuple[Any, Any]:
-    action = make_action(path="/status/{code}", parameters={
-        "type": "object", "properties": {"code": {"type": "integer"}}})
+    action = make_action(
+        path="/status/{code}",
+        parameters={"type": "object", "properties": {"code": {"type": "integer"}}},
+    )
     return make_connector(server.url, name="flaky"), action
 
 
-async def test_breaker_opens_after_consecutive_failures(executor: ConnectorExecutor,
-                                                        server: LocalServer) -> None:
+async def test_breaker_opens_after_consecutive_failures(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     conn, action = _failing(server)
     for _ in range(3):
         result = await executor.execute(conn, action, {"code": 503}, CTX)
@@ -288,12 +363,14 @@ async def test_breaker_opens_after_consecutive_failures(executor: ConnectorExecu
     assert blocked.retryable
     assert blocked.error is not None
     assert blocked.error.startswith(
-        "Connector 'flaky' is unavailable: circuit open after 3 consecutive failures")
+        "Connector 'flaky' is unavailable: circuit open after 3 consecutive failures"
+    )
     assert executor.breaker(conn).state == "open"
 
 
-async def test_breaker_half_open_trial_closes_or_reopens(executor: ConnectorExecutor,
-                                                         server: LocalServer) -> None:
+async def test_breaker_half_open_trial_closes_or_reopens(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     conn, action = _failing(server)
     for _ in range(3):
         await executor.execute(conn, action, {"code": 500}, CTX)
@@ -308,8 +385,9 @@ async def test_breaker_half_open_trial_closes_or_reopens(executor: ConnectorExec
     assert executor.breaker(conn).state == "closed"
 
 
-async def test_client_errors_do_not_trip_the_breaker(executor: ConnectorExecutor,
-                                                     server: LocalServer) -> None:
+async def test_client_errors_do_not_trip_the_breaker(
+    executor: ConnectorExecutor, server: LocalServer
+) -> None:
     conn, action = _failing(server)
     for _ in range(5):
         await executor.execute(conn, action, {"code": 404}, CTX)
@@ -335,15 +413,17 @@ def closed_port() -> int:
     return port
 
 
-@pytest.mark.parametrize(("method", "attempts"), [("GET", 3), ("PUT", 3), ("POST", 1),
-                                                  ("PATCH", 1)])
+@pytest.mark.parametrize(
+    ("method", "attempts"), [("GET", 3), ("PUT", 3), ("POST", 1), ("PATCH", 1)]
+)
 async def test_connect_errors_retry_only_idempotent_methods(
     local_settings: Settings, closed_port: int, method: str, attempts: int
 ) -> None:
     transport = CountingTransport()
     async with httpx.AsyncClient(transport=transport) as client:
-        ex = ConnectorExecutor(http=client, settings=local_settings, audit=None,
-                               retry_backoff_s=0.001)
+        ex = ConnectorExecutor(
+            http=client, settings=local_settings, audit=None, retry_backoff_s=0.001
+        )
         conn = make_connector(f"http://127.0.0.1:{closed_port}")
         result = await ex.execute(conn, make_action(method=method), {}, CTX)
     assert not result.ok
@@ -353,14 +433,14 @@ async def test_connect_errors_retry_only_idempotent_methods(
     assert transport.calls == attempts
 
 
-async def test_egress_is_enforced_for_connectors(http: httpx.AsyncClient,
-                                                 server: LocalServer) -> None:
+async def test_egress_is_enforced_for_connectors(
+    http: httpx.AsyncClient, server: LocalServer
+) -> None:
     strict = Settings()
     ex = ConnectorExecutor(http=http, settings=strict, audit=None)
     result = await ex.execute(make_connector(server.url), make_action(), {}, CTX)
     assert result.error == (
-        f"Egress blocked: 127.0.0.1 (loopback) is not an allowed destination for "
-        f"{server.url}/echo"
+        f"Egress blocked: 127.0.0.1 (loopback) is not an allowed destination for {server.url}/echo"
     )
     assert not result.retryable
 
@@ -390,10 +470,14 @@ async def test_connect_timeout_is_reported_and_retried_when_idempotent(
 ) -> None:
     transport = CountingTransport()
     async with httpx.AsyncClient(transport=transport) as client:
-        ex = ConnectorExecutor(http=client, settings=local_settings, audit=None,
-                               retry_backoff_s=0.001)
+        ex = ConnectorExecutor(
+            http=client, settings=local_settings, audit=None, retry_backoff_s=0.001
+        )
         conn = make_connector(f"http://127.0.0.1:{blackhole_port}", timeout_s=0.2)
         result = await ex.execute(conn, make_action(method=method), {}, CTX)
     assert (result.ok, result.error, result.retryable) == (
-        False, "Timed out after 0.2s (connect)", True)
+        False,
+        "Timed out after 0.2s (connect)",
+        True,
+    )
     assert transport.calls == attempts

@@ -57,9 +57,14 @@ def sample(schema: Any, name: str) -> Any:
 
 def rows(draft: ConnectorDraft, base_url: str) -> tuple[Connector, list[ConnectorAction]]:
     connector = Connector(
-        id=uuid.uuid4(), name=draft.name, description=draft.description, base_url=base_url,
-        auth_type=draft.auth_type, auth_config=draft.auth_config,
-        credentials=CREDENTIALS.get(draft.auth_type), timeout_s=5.0,
+        id=uuid.uuid4(),
+        name=draft.name,
+        description=draft.description,
+        base_url=base_url,
+        auth_type=draft.auth_type,
+        auth_config=draft.auth_config,
+        credentials=CREDENTIALS.get(draft.auth_type),
+        timeout_s=5.0,
     )
     actions = [ConnectorAction(id=uuid.uuid4(), **a.model_dump()) for a in draft.actions]
     return connector, actions
@@ -78,12 +83,31 @@ def expected_path(action: ConnectorAction, args: dict[str, Any]) -> str:
 def test_petstore_yaml_imports_all_operations() -> None:
     draft = parse_openapi(load("petstore3.yaml"), base_url="https://petstore3.swagger.io/api/v3")
     assert (draft.name, draft.base_url, draft.auth_type) == (
-        "swagger_petstore_openapi_3_0", "https://petstore3.swagger.io/api/v3", "bearer")
+        "swagger_petstore_openapi_3_0",
+        "https://petstore3.swagger.io/api/v3",
+        "bearer",
+    )
     assert [a.name for a in draft.actions] == [
-        "update_pet", "add_pet", "find_pets_by_status", "find_pets_by_tags", "get_pet_by_id",
-        "update_pet_with_form", "delete_pet", "upload_file", "get_inventory", "place_order",
-        "get_order_by_id", "delete_order", "create_user", "create_users_with_list_input",
-        "login_user", "logout_user", "get_user_by_name", "update_user", "delete_user"]
+        "update_pet",
+        "add_pet",
+        "find_pets_by_status",
+        "find_pets_by_tags",
+        "get_pet_by_id",
+        "update_pet_with_form",
+        "delete_pet",
+        "upload_file",
+        "get_inventory",
+        "place_order",
+        "get_order_by_id",
+        "delete_order",
+        "create_user",
+        "create_users_with_list_input",
+        "login_user",
+        "logout_user",
+        "get_user_by_name",
+        "update_user",
+        "delete_user",
+    ]
     assert draft.warnings == [
         "/paths/~1pet~1{petId}~1uploadImage/post/requestBody: media types "
         "application/octet-stream not supported; skipped",
@@ -93,29 +117,48 @@ def test_petstore_yaml_imports_all_operations() -> None:
     add_pet = next(a for a in draft.actions if a.name == "add_pet")
     assert add_pet.parameters["required"] == ["name", "photoUrls"]
     assert add_pet.parameters["properties"]["category"] == {
-        "type": "object", "x-location": "body",
-        "properties": {"id": {"type": "integer", "format": "int64"}, "name": {"type": "string"}}}
+        "type": "object",
+        "x-location": "body",
+        "properties": {"id": {"type": "integer", "format": "int64"}, "name": {"type": "string"}},
+    }
 
 
 def test_relative_server_url_needs_a_base_url() -> None:
     with pytest.raises(Invalid) as caught:
         parse_openapi(load("petstore3.yaml"))
     assert caught.value.message == (
-        "/servers/0/url: '/api/v3' is not an absolute http(s) URL; pass base_url")
+        "/servers/0/url: '/api/v3' is not an absolute http(s) URL; pass base_url"
+    )
 
 
 def test_openapi_31_json_with_refs_and_security() -> None:
     draft = parse_openapi(json.loads(load("train_travel_3_1.json")), name="trains")
     assert (draft.name, draft.base_url, draft.auth_type, draft.auth_config) == (
-        "trains", "https://api.example.com", "bearer", {"token_prefix": "Bearer"})
+        "trains",
+        "https://api.example.com",
+        "bearer",
+        {"token_prefix": "Bearer"},
+    )
     by_name = {a.name: a for a in draft.actions}
-    assert sorted(by_name) == ["create_booking", "create_booking_payment", "delete_booking",
-                               "get_booking", "get_bookings", "get_stations", "get_trips"]
+    assert sorted(by_name) == [
+        "create_booking",
+        "create_booking_payment",
+        "delete_booking",
+        "get_booking",
+        "get_bookings",
+        "get_stations",
+        "get_trips",
+    ]
     trips = by_name["get_trips"].parameters
     assert trips["required"] == ["origin", "destination", "date"]
     assert trips["properties"]["limit"] == {
-        "type": "integer", "minimum": 1, "maximum": 100, "default": 10,
-        "description": "The number of items to return per page", "x-location": "query"}
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 100,
+        "default": 10,
+        "description": "The number of items to return per page",
+        "x-location": "query",
+    }
     booking = by_name["create_booking"].parameters
     assert "id" not in booking["properties"]  # readOnly
     assert booking["properties"]["notes"]["type"] == ["string", "null"]
@@ -126,15 +169,26 @@ def test_openapi_31_json_with_refs_and_security() -> None:
 def test_api_key_in_query_spec_with_server_variables() -> None:
     draft = parse_openapi(load("openweathermap.json"))
     assert (draft.base_url, draft.auth_type, draft.auth_config) == (
-        "https://api.openweathermap.org/data/2.5", "api_key", {"query_param": "appid"})
+        "https://api.openweathermap.org/data/2.5",
+        "api_key",
+        {"query_param": "appid"},
+    )
     assert [a.name for a in draft.actions] == [
-        "current_weather_data", "get_forecast", "find_cities_in_circle",
-        "weather_for_several_city_ids"]
+        "current_weather_data",
+        "get_forecast",
+        "find_cities_in_circle",
+        "weather_for_several_city_ids",
+    ]
 
 
-@pytest.mark.parametrize(("spec", "prefix"), [
-    ("petstore3.yaml", "/api/v3"), ("train_travel_3_1.json", ""), ("openweathermap.json", ""),
-])
+@pytest.mark.parametrize(
+    ("spec", "prefix"),
+    [
+        ("petstore3.yaml", "/api/v3"),
+        ("train_travel_3_1.json", ""),
+        ("openweathermap.json", ""),
+    ],
+)
 async def test_every_imported_operation_is_callable(
     executor: ConnectorExecutor, server: LocalServer, spec: str, prefix: str
 ) -> None:
@@ -149,7 +203,9 @@ async def test_every_imported_operation_is_callable(
         assert secret not in result.output
         seen = server.last
         assert (seen["method"], seen["path"]) == (
-            action.method, prefix + expected_path(action, args)), action.name
+            action.method,
+            prefix + expected_path(action, args),
+        ), action.name
         query = dict(seen["query"])
         for name in props:
             where = resolve_location(action, name)
@@ -177,16 +233,26 @@ async def test_imported_bodies_arrive_as_the_api_expects(
     connector, actions = rows(draft, server.url)
     by_name = {a.name: a for a in actions}
     users = [{"username": "ada"}, {"username": "bob"}]
-    assert (await executor.execute(connector, by_name["create_users_with_list_input"],
-                                   {"body": users}, CallContext())).ok
+    assert (
+        await executor.execute(
+            connector, by_name["create_users_with_list_input"], {"body": users}, CallContext()
+        )
+    ).ok
     assert server.last["body"] == users
     update = by_name["update_user"]  # path `username` and body `username` both survive
     assert update.parameters["properties"]["body_username"]["x-location"] == "body"
-    assert (await executor.execute(connector, update,
-                                   {"username": "old", "body_username": "new", "phone": "1"},
-                                   CallContext())).ok
+    assert (
+        await executor.execute(
+            connector,
+            update,
+            {"username": "old", "body_username": "new", "phone": "1"},
+            CallContext(),
+        )
+    ).ok
     assert (server.last["path"], server.last["body"]) == (
-        "/user/old", {"username": "new", "phone": "1"})
+        "/user/old",
+        {"username": "new", "phone": "1"},
+    )
 
 
 def test_model_schema_hides_locations() -> None:
@@ -201,55 +267,102 @@ def test_model_schema_hides_locations() -> None:
 
 
 def _doc(paths: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"openapi": "3.0.3", "info": {"title": "T"}, "servers": [{"url": "https://t.test"}],
-            "paths": paths, **extra}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "T"},
+        "servers": [{"url": "https://t.test"}],
+        "paths": paths,
+        **extra,
+    }
 
 
 def test_recursive_schemas_are_cut_not_followed_forever() -> None:
-    node = {"type": "object", "properties": {
-        "name": {"type": "string"},
-        "children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}}
-    doc = _doc({"/trees": {"post": {"requestBody": {"content": {"application/json": {
-        "schema": {"$ref": "#/components/schemas/Node"}}}}, "responses": {}}}},
-        components={"schemas": {"Node": node}})
+    node = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}},
+        },
+    }
+    doc = _doc(
+        {
+            "/trees": {
+                "post": {
+                    "requestBody": {
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/Node"}}
+                        }
+                    },
+                    "responses": {},
+                }
+            }
+        },
+        components={"schemas": {"Node": node}},
+    )
     (action,) = parse_openapi(doc).actions
     assert action.name == "post_trees"
     assert action.parameters["properties"]["children"]["items"] == {
-        "description": "(recursive: #/components/schemas/Node)"}
+        "description": "(recursive: #/components/schemas/Node)"
+    }
 
 
 def test_parameter_ref_cycles_are_reported() -> None:
-    doc = _doc({"/a": {"get": {"parameters": [{"$ref": "#/components/parameters/p1"}]}}},
-               components={"parameters": {"p1": {"$ref": "#/components/parameters/p2"},
-                                          "p2": {"$ref": "#/components/parameters/p1"}}})
+    doc = _doc(
+        {"/a": {"get": {"parameters": [{"$ref": "#/components/parameters/p1"}]}}},
+        components={
+            "parameters": {
+                "p1": {"$ref": "#/components/parameters/p2"},
+                "p2": {"$ref": "#/components/parameters/p1"},
+            }
+        },
+    )
     with pytest.raises(Invalid, match=r"^/paths/~1a/get/parameters/0: \$ref cycle "):
         parse_openapi(doc)
 
 
-@pytest.mark.parametrize(("doc", "message"), [
-    (_doc({"/pets": {"get": {"responses": []}}}),
-     "/paths/~1pets/get/responses: expected an object, got list"),
-    (_doc({"/pets": {"get": {"parameters": [{"$ref": "#/components/parameters/nope"}]}}}),
-     "/paths/~1pets/get/parameters/0: $ref '#/components/parameters/nope' does not resolve"),
-    (_doc({"/pets": {"get": {"parameters": [{"$ref": "other.yaml#/x"}]}}}),
-     "/paths/~1pets/get/parameters/0: only local $refs ('#/...') are supported, got "
-     "'other.yaml#/x'"),
-    (_doc({"/pets": {"get": {"parameters": [{"name": "q", "in": "body"}]}}}),
-     "/paths/~1pets/get/parameters/0/in: must be path, query, header or cookie, got 'body'"),
-    (_doc({"/pets": {"get": {"parameters": [{"in": "query"}]}}}),
-     "/paths/~1pets/get/parameters/0/name: a parameter needs a name"),
-    (_doc({"/pets": {"get": "nope"}}), "/paths/~1pets/get: expected an object, got str"),
-    (_doc({"pets": {"get": {}}}), "/paths/pets: path must start with '/'"),
-    (_doc({}), "/paths: the document defines no operations"),
-    ({"swagger": "2.0", "paths": {}},
-     "/swagger: Swagger 2.0 documents are not supported; convert to OpenAPI 3"),
-    ({"openapi": "4.0.0"}, "/openapi: unsupported version '4.0.0' (3.0 and 3.1 only)"),
-    ({"info": {}}, "/openapi: missing; expected an OpenAPI 3.0 or 3.1 document"),
-    ({"openapi": "3.0.0", "paths": {"/a": {"get": {}}}},
-     "/servers: no server URL in the document; pass base_url"),
-    (_doc({"/a": {"get": {}}}, components={"securitySchemes": {"k": {"in": "header"}}}),
-     "/components/securitySchemes/k: security scheme has no 'type'"),
-])
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (
+            _doc({"/pets": {"get": {"responses": []}}}),
+            "/paths/~1pets/get/responses: expected an object, got list",
+        ),
+        (
+            _doc({"/pets": {"get": {"parameters": [{"$ref": "#/components/parameters/nope"}]}}}),
+            "/paths/~1pets/get/parameters/0: $ref '#/components/parameters/nope' does not resolve",
+        ),
+        (
+            _doc({"/pets": {"get": {"parameters": [{"$ref": "other.yaml#/x"}]}}}),
+            "/paths/~1pets/get/parameters/0: only local $refs ('#/...') are supported, got "
+            "'other.yaml#/x'",
+        ),
+        (
+            _doc({"/pets": {"get": {"parameters": [{"name": "q", "in": "body"}]}}}),
+            "/paths/~1pets/get/parameters/0/in: must be path, query, header or cookie, got 'body'",
+        ),
+        (
+            _doc({"/pets": {"get": {"parameters": [{"in": "query"}]}}}),
+            "/paths/~1pets/get/parameters/0/name: a parameter needs a name",
+        ),
+        (_doc({"/pets": {"get": "nope"}}), "/paths/~1pets/get: expected an object, got str"),
+        (_doc({"pets": {"get": {}}}), "/paths/pets: path must start with '/'"),
+        (_doc({}), "/paths: the document defines no operations"),
+        (
+            {"swagger": "2.0", "paths": {}},
+            "/swagger: Swagger 2.0 documents are not supported; convert to OpenAPI 3",
+        ),
+        ({"openapi": "4.0.0"}, "/openapi: unsupported version '4.0.0' (3.0 and 3.1 only)"),
+        ({"info": {}}, "/openapi: missing; expected an OpenAPI 3.0 or 3.1 document"),
+        (
+            {"openapi": "3.0.0", "paths": {"/a": {"get": {}}}},
+            "/servers: no server URL in the document; pass base_url",
+        ),
+        (
+            _doc({"/a": {"get": {}}}, components={"securitySchemes": {"k": {"in": "header"}}}),
+            "/components/securitySchemes/k: security scheme has no 'type'",
+        ),
+    ],
+)
 def test_bad_documents_name_the_json_pointer(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(Invalid) as caught:
         parse_openapi(doc)
@@ -268,8 +381,12 @@ def test_text_input_accepts_json_and_yaml_and_rejects_garbage() -> None:
 
 def test_action_names_are_sanitised_and_unique() -> None:
     long_id = "Op" + "x" * 80
-    doc = _doc({"/a": {"get": {"operationId": long_id}, "post": {"operationId": long_id}},
-                "/b/{id}": {"delete": {}}})
+    doc = _doc(
+        {
+            "/a": {"get": {"operationId": long_id}, "post": {"operationId": long_id}},
+            "/b/{id}": {"delete": {}},
+        }
+    )
     names = [a.name for a in parse_openapi(doc).actions]
     assert names == ["op" + "x" * 62, "op" + "x" * 60 + "_2", "delete_b_id"]
     assert all(len(n) <= 64 for n in names)
@@ -280,6 +397,9 @@ def test_undeclared_path_placeholders_become_parameters() -> None:
     (action,) = parse_openapi(_doc({"/repos/{owner}/{repo}": {"get": {}}})).actions
     assert action.parameters == {
         "type": "object",
-        "properties": {"owner": {"type": "string", "x-location": "path"},
-                       "repo": {"type": "string", "x-location": "path"}},
-        "required": ["owner", "repo"]}
+        "properties": {
+            "owner": {"type": "string", "x-location": "path"},
+            "repo": {"type": "string", "x-location": "path"},
+        },
+        "required": ["owner", "repo"],
+    }

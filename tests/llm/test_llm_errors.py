@@ -148,8 +148,10 @@ async def test_connection_dropped_before_any_delta_is_retried(
 ) -> None:
     """A tool-call-only turn yields nothing until the end, so a cut stream is safe to retry."""
     scripted_llm.script(
-        Turn(tool_calls=[("call_1", "read_skill", {"name": "a long skill name"})],
-             drop_after_chunks=3),
+        Turn(
+            tool_calls=[("call_1", "read_skill", {"name": "a long skill name"})],
+            drop_after_chunks=3,
+        ),
         Turn(tool_calls=[("call_2", "read_skill", {"name": "b"})]),
     )
     completion = await make_client(scripted_llm).complete(HELLO, tools=None)
@@ -182,8 +184,6 @@ async def test_api_key_never_appears_in_retry_logs_or_unavailable_errors(
 
 
 def test_retry_after_accepts_seconds_milliseconds_and_http_dates() -> None:
-
-
 
     assert retry_after(httpx.Headers({"Retry-After": "1.5"})) == 1.5
     assert retry_after(httpx.Headers({"retry-after-ms": "250", "Retry-After": "9"})) == 0.25

@@ -15,8 +15,11 @@ HELLO = [ChatMessage.user("hello")]
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-    body = {"id": "c", "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    body = {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return json.dumps(body)
 
 
@@ -24,13 +27,18 @@ async def test_comments_crlf_and_split_network_reads_are_decoded(
     scripted_llm: ScriptedLLM, make_client: ClientFactory
 ) -> None:
     first = f"data: {chunk({'content': 'Hel'})}\r\n\r\n"
-    scripted_llm.script(Turn(raw_body=[
-        ": ping\n\n",
-        first[:10], first[10:],
-        "event: message\nid: 7\n",
-        f"data:{chunk({'content': 'lo'})}\n\n",
-        f"data: {chunk({}, 'stop')}\n\ndata: [DONE]\n\n",
-    ]))
+    scripted_llm.script(
+        Turn(
+            raw_body=[
+                ": ping\n\n",
+                first[:10],
+                first[10:],
+                "event: message\nid: 7\n",
+                f"data:{chunk({'content': 'lo'})}\n\n",
+                f"data: {chunk({}, 'stop')}\n\ndata: [DONE]\n\n",
+            ]
+        )
+    )
     completion = await make_client(scripted_llm).complete(HELLO, tools=None)
     assert completion.text == "Hello"
     assert completion.finish_reason == "stop"
@@ -50,10 +58,15 @@ async def test_tool_calls_without_index_and_unicode_arguments(
     scripted_llm: ScriptedLLM, make_client: ClientFactory
 ) -> None:
     """Some servers send whole calls without `index`; U+2028 inside JSON must not split lines."""
-    call = {"id": "c1", "type": "function",
-            "function": {"name": "t", "arguments": '{"q": "a\u2028b é"}'}}
-    body = json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]},
-                                    "finish_reason": "tool_calls"}]}, ensure_ascii=False)
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "t", "arguments": '{"q": "a\u2028b é"}'},
+    }
+    body = json.dumps(
+        {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": "tool_calls"}]},
+        ensure_ascii=False,
+    )
     scripted_llm.script(Turn(raw_body=[f"data: {body}\n\n", "data: [DONE]\n\n"]))
     completion = await make_client(scripted_llm).complete(HELLO, tools=None)
     assert completion.tool_calls[0].parse_arguments() == {"q": "a\u2028b é"}
@@ -114,11 +127,15 @@ async def test_tool_call_without_a_name_is_a_bad_response(
 async def test_missing_usage_leaves_zeros(
     scripted_llm: ScriptedLLM, make_client: ClientFactory
 ) -> None:
-    scripted_llm.script(Turn(raw_body=[f"data: {chunk({'content': 'x'}, 'stop')}\n\n",
-                                       "data: [DONE]\n\n"]))
+    scripted_llm.script(
+        Turn(raw_body=[f"data: {chunk({'content': 'x'}, 'stop')}\n\n", "data: [DONE]\n\n"])
+    )
     completion = await make_client(scripted_llm).complete(HELLO, tools=None)
     assert completion.usage.to_dict() == {
-        "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "total_tokens": 0,
+    }
 
 
 async def test_consumer_stopping_early_closes_the_stream_cleanly(

@@ -49,8 +49,13 @@ async def test_request_body_is_openai_streaming_with_native_tools(
     scripted_llm: ScriptedLLM, make_client: ClientFactory
 ) -> None:
     messages = [ChatMessage.system("be brief"), ChatMessage.user("hi")]
-    await collect(make_client(scripted_llm), messages=messages, tools=[READ_SKILL],
-                  temperature=0.2, model="other-model")
+    await collect(
+        make_client(scripted_llm),
+        messages=messages,
+        tools=[READ_SKILL],
+        temperature=0.2,
+        model="other-model",
+    )
     body = scripted_llm.requests[0]
     assert body["model"] == "other-model"
     assert body["stream"] is True
@@ -137,8 +142,10 @@ async def test_malformed_tool_call_json_surfaces_only_in_parse_arguments(
 async def test_complete_returns_the_completion_and_continues_a_tool_conversation(
     scripted_llm: ScriptedLLM, make_client: ClientFactory
 ) -> None:
-    scripted_llm.script(Turn(tool_calls=[("call_1", "read_skill", {"name": "x"})]),
-                        Turn(text="The skill says hello."))
+    scripted_llm.script(
+        Turn(tool_calls=[("call_1", "read_skill", {"name": "x"})]),
+        Turn(text="The skill says hello."),
+    )
     client = make_client(scripted_llm)
     history = [ChatMessage.user("what does skill x say?")]
     first = await client.complete(history, tools=[READ_SKILL])
@@ -150,11 +157,20 @@ async def test_complete_returns_the_completion_and_continues_a_tool_conversation
     assert sent[1] == {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": "call_1", "type": "function",
-                        "function": {"name": "read_skill", "arguments": '{"name": "x"}'}}],
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "read_skill", "arguments": '{"name": "x"}'},
+            }
+        ],
     }
-    assert sent[2] == {"role": "tool", "content": "hello", "tool_call_id": "call_1",
-                       "name": "read_skill"}
+    assert sent[2] == {
+        "role": "tool",
+        "content": "hello",
+        "tool_call_id": "call_1",
+        "name": "read_skill",
+    }
 
 
 async def test_empty_script_answers_done(
@@ -176,8 +192,9 @@ async def test_json_response_to_a_streaming_request_is_accepted(
     scripted_llm: ScriptedLLM, make_client: ClientFactory
 ) -> None:
     """Some compatible servers ignore `stream: true`; the client still returns a Completion."""
-    scripted_llm.script(Turn(text="hm", tool_calls=[("c9", "t", {})], usage=(1, 2),
-                             ignore_stream=True))
+    scripted_llm.script(
+        Turn(text="hm", tool_calls=[("c9", "t", {})], usage=(1, 2), ignore_stream=True)
+    )
     deltas, [completion] = await collect(make_client(scripted_llm))
     assert deltas == ["hm"]
     assert completion.tool_calls == [ToolCallRequest(id="c9", name="t", arguments="{}")]
@@ -185,11 +202,20 @@ async def test_json_response_to_a_streaming_request_is_accepted(
 
 
 def test_from_settings_uses_llm_settings_and_model_override() -> None:
-    settings = Settings(llm_base_url="http://127.0.0.1:1/v1/", llm_api_key=SecretStr("k"),
-                        llm_model="m1", llm_timeout_s=7, llm_max_retries=1)
+    settings = Settings(
+        llm_base_url="http://127.0.0.1:1/v1/",
+        llm_api_key=SecretStr("k"),
+        llm_model="m1",
+        llm_timeout_s=7,
+        llm_max_retries=1,
+    )
     client = LlmClient.from_settings(settings, model_override="m2")
     assert (client.base_url, client.model, client.timeout_s, client.max_retries) == (
-        "http://127.0.0.1:1/v1", "m2", 7, 1)
+        "http://127.0.0.1:1/v1",
+        "m2",
+        7,
+        1,
+    )
     assert LlmClient.from_settings(settings).model == "m1"
 
 

@@ -37,8 +37,9 @@ async def test_stream_uses_openai_chunk_objects_with_usage_last(
     scripted_llm: ScriptedLLM, llm_http: httpx.AsyncClient
 ) -> None:
     scripted_llm.script(Turn(text="a b", usage=(7, 2)))
-    chunks = decode(await raw_stream(llm_http, scripted_llm,
-                                     stream_options={"include_usage": True}))
+    chunks = decode(
+        await raw_stream(llm_http, scripted_llm, stream_options={"include_usage": True})
+    )
     assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
     assert len({c["id"] for c in chunks}) == 1
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
@@ -63,11 +64,18 @@ async def test_tool_call_head_then_argument_fragments(
     args = {"subcommand": "discover", "name": "github"}
     scripted_llm.script(Turn(tool_calls=[("call_1", "connector", args), ("call_2", "t", {})]))
     chunks = decode(await raw_stream(llm_http, scripted_llm))
-    calls = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks
-             if "tool_calls" in c["choices"][0]["delta"]]
+    calls = [
+        c["choices"][0]["delta"]["tool_calls"][0]
+        for c in chunks
+        if "tool_calls" in c["choices"][0]["delta"]
+    ]
     head = calls[0]
-    assert head == {"index": 0, "id": "call_1", "type": "function",
-                    "function": {"name": "connector", "arguments": ""}}
+    assert head == {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "connector", "arguments": ""},
+    }
     fragments = [c["function"]["arguments"] for c in calls[1:] if c["index"] == 0]
     assert len(fragments) >= 3
     assert all(set(c) == {"index", "function"} for c in calls[1:] if c["index"] == 0)
@@ -80,8 +88,10 @@ async def test_non_streaming_request_gets_a_chat_completion(
     scripted_llm: ScriptedLLM, llm_http: httpx.AsyncClient
 ) -> None:
     scripted_llm.script(Turn(text="hi", tool_calls=[("c1", "t", {"a": 1})]))
-    response = await llm_http.post(f"{scripted_llm.base_url}/chat/completions", json={
-        "model": "m", "messages": [{"role": "user", "content": "x"}]})
+    response = await llm_http.post(
+        f"{scripted_llm.base_url}/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+    )
     body = response.json()
     assert body["object"] == "chat.completion"
     choice = body["choices"][0]
@@ -89,7 +99,8 @@ async def test_non_streaming_request_gets_a_chat_completion(
     assert choice["message"]["content"] == "hi"
     assert choice["message"]["tool_calls"][0]["function"] == {"name": "t", "arguments": '{"a": 1}'}
     assert body["usage"]["total_tokens"] == (
-        body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"])
+        body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"]
+    )
 
 
 async def test_error_turn_returns_status_openai_error_body_and_headers(
@@ -127,12 +138,20 @@ def free_port() -> int:
 def test_cli_serves_a_looping_reply_until_interrupted(inherited_sigint: str) -> None:
     """`ignored`: how a background job (`cmd &` in a script, CI) starts the server."""
     port = free_port()
-    command = [sys.executable, "-m", "tests.fixtures.scripted_llm", "--port", str(port),
-               "--reply", "bench reply"]
+    command = [
+        sys.executable,
+        "-m",
+        "tests.fixtures.scripted_llm",
+        "--port",
+        str(port),
+        "--reply",
+        "bench reply",
+    ]
     if inherited_sigint == "ignored":
         command = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', *command]
-    with subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE) as proc:
+    with subprocess.Popen(
+        command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
         try:
             deadline = time.monotonic() + 20
             texts: list[str] = []
@@ -141,8 +160,9 @@ def test_cli_serves_a_looping_reply_until_interrupted(inherited_sigint: str) -> 
                     assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
                     assert time.monotonic() < deadline, "CLI server did not come up"
                     try:
-                        response = http.post(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                             json={"messages": []})
+                        response = http.post(
+                            f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": []}
+                        )
                     except httpx.ConnectError:
                         time.sleep(0.05)
                         continue

@@ -15,9 +15,14 @@ TOKEN = "tok-abcdef-123456"
 
 def _row(**kw: object) -> McpServer:
     values: dict[str, object] = {
-        "id": uuid.uuid4(), "name": "gh", "transport": "streamable_http",
-        "url": "https://mcp.example.com/mcp", "headers": {"Authorization": f"Bearer {TOKEN}"},
-        "env": {"API_KEY": "env-secret-999"}, "connect_timeout_s": 5.0, "call_timeout_s": 30.0,
+        "id": uuid.uuid4(),
+        "name": "gh",
+        "transport": "streamable_http",
+        "url": "https://mcp.example.com/mcp",
+        "headers": {"Authorization": f"Bearer {TOKEN}"},
+        "env": {"API_KEY": "env-secret-999"},
+        "connect_timeout_s": 5.0,
+        "call_timeout_s": 30.0,
     }
     values.update(kw)
     return McpServer(**values)

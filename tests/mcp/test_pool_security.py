@@ -138,8 +138,14 @@ async def test_secret_headers_are_sent_but_never_shown_in_errors(
 ) -> None:
     headers = {"Authorization": f"Bearer {HEADER_SECRET}", "X-Api-Key": HEADER_SECRET}
     row = McpServer(
-        id=uuid.uuid4(), name="authz", transport=transport, url=echo_401.url, headers=headers,
-        connect_timeout_s=5.0, call_timeout_s=5.0, tools_cache=[],
+        id=uuid.uuid4(),
+        name="authz",
+        transport=transport,
+        url=echo_401.url,
+        headers=headers,
+        connect_timeout_s=5.0,
+        call_timeout_s=5.0,
+        tools_cache=[],
     )
     result = await pool.call(row, "add", {"a": 1, "b": 1}, CTX)
     assert echo_401.seen

@@ -210,9 +210,7 @@ async def test_changed_configuration_opens_a_new_session(
     assert pool.connects == 2
 
 
-async def test_aclose_stops_every_session(
-    mcp_settings: object, http_server: HttpMcpServer
-) -> None:
+async def test_aclose_stops_every_session(mcp_settings: object, http_server: HttpMcpServer) -> None:
     pool = McpPool(mcp_settings)  # type: ignore[arg-type]
     stdio = stdio_row()
     remote = url_row(http_server)

@@ -77,18 +77,27 @@ async def test_hostile_urls_are_refused_before_any_connection(
 ) -> None:
     client, transport = recording
     with pytest.raises(FetchError) as caught:
-        await guarded_request(client, EgressGuard(Settings()), "GET", url,
-                              timeout=2, max_bytes=1024)
+        await guarded_request(
+            client, EgressGuard(Settings()), "GET", url, timeout=2, max_bytes=1024
+        )
     assert str(caught.value) == message
     assert transport.sent == []
 
 
-@pytest.mark.parametrize(("address", "reason"), [
-    ("8.8.8.8", None), ("2606:4700::1111", None), ("2002:808:808::1", None),
-    ("100.127.255.255", "CGNAT shared address space"), ("100.128.0.1", None),
-    ("64:ff9b::808:808", "NAT64"), ("::ffff:8.8.8.8", "IPv4-mapped IPv6"),
-    ("fec0::1", "site-local"), ("169.254.170.2", "cloud metadata"),
-])
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("8.8.8.8", None),
+        ("2606:4700::1111", None),
+        ("2002:808:808::1", None),
+        ("100.127.255.255", "CGNAT shared address space"),
+        ("100.128.0.1", None),
+        ("64:ff9b::808:808", "NAT64"),
+        ("::ffff:8.8.8.8", "IPv4-mapped IPv6"),
+        ("fec0::1", "site-local"),
+        ("169.254.170.2", "cloud metadata"),
+    ],
+)
 def test_address_classification(address: str, reason: str | None) -> None:
     assert blocked_reason(ipaddress.ip_address(address)) == reason
 
@@ -96,7 +105,10 @@ def test_address_classification(address: str, reason: str | None) -> None:
 async def test_allow_list_opens_a_range_deliberately() -> None:
     target = await EgressGuard(LOOPBACK).check_url("http://localhost:8080/x?y=1")
     assert (target.host, target.port, target.addresses) == (
-        "localhost", 8080, (ipaddress.ip_address("127.0.0.1"),))
+        "localhost",
+        8080,
+        (ipaddress.ip_address("127.0.0.1"),),
+    )
     with pytest.raises(EgressBlocked, match=r"10\.0\.0\.1 \(private\)"):
         await EgressGuard(LOOPBACK).check_url("http://10.0.0.1/")
 
@@ -123,9 +135,14 @@ async def test_connects_to_the_checked_address_with_the_host_name_kept(
     recording: tuple[httpx.AsyncClient, RecordingTransport], server: LocalServer
 ) -> None:
     client, transport = recording
-    resp = await guarded_request(client, EgressGuard(LOOPBACK), "GET",
-                                 f"http://localhost:{server.port}/hello",
-                                 timeout=5, max_bytes=10_000)
+    resp = await guarded_request(
+        client,
+        EgressGuard(LOOPBACK),
+        "GET",
+        f"http://localhost:{server.port}/hello",
+        timeout=5,
+        max_bytes=10_000,
+    )
     assert resp.status_code == 200
     (sent,) = transport.sent
     assert sent.url.host == "127.0.0.1"  # no second lookup: the transport gets the IP
@@ -139,14 +156,20 @@ async def test_redirect_to_a_private_address_is_refused() -> None:
     try:
         guard = EgressGuard(Settings(egress_allow_cidrs=["127.0.0.2/32"]))
         async with httpx.AsyncClient() as client:
-            ok = await guarded_request(client, guard, "GET", f"{public_ish.url}/fine",
-                                       timeout=5, max_bytes=10_000)
+            ok = await guarded_request(
+                client, guard, "GET", f"{public_ish.url}/fine", timeout=5, max_bytes=10_000
+            )
             assert ok.status_code == 200
             for target in (f"{private.url}/secret", f"http://localhost:{private.port}/secret"):
                 with pytest.raises(EgressBlocked) as caught:
-                    await guarded_request(client, guard, "GET",
-                                          f"{public_ish.url}/redirect?to={target}",
-                                          timeout=5, max_bytes=10_000)
+                    await guarded_request(
+                        client,
+                        guard,
+                        "GET",
+                        f"{public_ish.url}/redirect?to={target}",
+                        timeout=5,
+                        max_bytes=10_000,
+                    )
                 assert str(caught.value) == (
                     f"Egress blocked: 127.0.0.1 (loopback) is not an allowed destination "
                     f"for {target}"
@@ -162,8 +185,9 @@ async def test_redirect_loops_stop_after_five_hops(
 ) -> None:
     client, transport = recording
     with pytest.raises(TooManyRedirects) as caught:
-        await guarded_request(client, EgressGuard(LOOPBACK), "GET", f"{server.url}/loop",
-                              timeout=5, max_bytes=1000)
+        await guarded_request(
+            client, EgressGuard(LOOPBACK), "GET", f"{server.url}/loop", timeout=5, max_bytes=1000
+        )
     assert str(caught.value) == f"Too many redirects (over 5) from {server.url}/loop"
     assert len(transport.sent) == 6
 
@@ -171,18 +195,34 @@ async def test_redirect_loops_stop_after_five_hops(
 async def test_see_other_turns_a_post_into_a_get(server: LocalServer) -> None:
     async with httpx.AsyncClient() as client:
         resp = await guarded_request(
-            client, EgressGuard(LOOPBACK), "POST", f"{server.url}/redirect",
-            params={"to": "/after", "code": "303"}, json={"a": 1}, timeout=5, max_bytes=10_000)
+            client,
+            EgressGuard(LOOPBACK),
+            "POST",
+            f"{server.url}/redirect",
+            params={"to": "/after", "code": "303"},
+            json={"a": 1},
+            timeout=5,
+            max_bytes=10_000,
+        )
     assert (resp.status_code, resp.redirects) == (200, 1)
     assert (server.last["method"], server.last["path"], server.last["body"]) == (
-        "GET", "/after", None)
+        "GET",
+        "/after",
+        None,
+    )
     assert "content-type" not in server.last["headers"]
 
 
 async def test_response_is_capped_while_streaming(server: LocalServer) -> None:
     async with httpx.AsyncClient() as client:
-        resp = await guarded_request(client, EgressGuard(LOOPBACK), "GET",
-                                     f"{server.url}/big?size=1000000", timeout=5, max_bytes=4096)
+        resp = await guarded_request(
+            client,
+            EgressGuard(LOOPBACK),
+            "GET",
+            f"{server.url}/big?size=1000000",
+            timeout=5,
+            max_bytes=4096,
+        )
     assert (len(resp.body), resp.truncated) == (4096, True)
 
 
@@ -195,8 +235,11 @@ def localhost_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = dt.datetime.now(dt.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(hours=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
@@ -206,9 +249,13 @@ def localhost_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     folder = tmp_path_factory.mktemp("tls")
     certfile, keyfile = folder / "cert.pem", folder / "key.pem"
     certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    keyfile.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
+    keyfile.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return str(certfile), str(keyfile)
 
 
@@ -225,16 +272,22 @@ async def test_https_through_any_client_keeps_sni_and_certificate_name(
     transport = RecordingTransport(verify=ssl.create_default_context(cafile=localhost_cert[0]))
     async with httpx.AsyncClient(transport=transport) as client:
         guard = EgressGuard(LOOPBACK)
-        resp = await guarded_request(client, guard, "GET",
-                                     f"https://localhost:{tls_server.port}/tls",
-                                     timeout=5, max_bytes=10_000)
+        resp = await guarded_request(
+            client,
+            guard,
+            "GET",
+            f"https://localhost:{tls_server.port}/tls",
+            timeout=5,
+            max_bytes=10_000,
+        )
         assert resp.status_code == 200
         assert transport.sent[0].url.host == "127.0.0.1"
         assert transport.sent[0].extensions["sni_hostname"] == "localhost"
         # same server, same IP, but by address: a fresh TLS session fails verification
         with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
-            await guarded_request(client, guard, "GET", f"{tls_server.url}/tls",
-                                  timeout=5, max_bytes=10_000)
+            await guarded_request(
+                client, guard, "GET", f"{tls_server.url}/tls", timeout=5, max_bytes=10_000
+            )
 
 
 async def test_https_through_the_pinned_client(
@@ -244,13 +297,19 @@ async def test_https_through_the_pinned_client(
     async with new_http_client(LOOPBACK, verify=verify) as client:
         guard = EgressGuard(LOOPBACK)
         for _ in range(2):  # the second call reuses the pooled connection
-            resp = await guarded_request(client, guard, "GET",
-                                         f"https://localhost:{tls_server.port}/tls",
-                                         timeout=5, max_bytes=10_000)
+            resp = await guarded_request(
+                client,
+                guard,
+                "GET",
+                f"https://localhost:{tls_server.port}/tls",
+                timeout=5,
+                max_bytes=10_000,
+            )
             assert resp.status_code == 200
         with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
-            await guarded_request(client, guard, "GET", f"{tls_server.url}/tls",
-                                  timeout=5, max_bytes=10_000)
+            await guarded_request(
+                client, guard, "GET", f"{tls_server.url}/tls", timeout=5, max_bytes=10_000
+            )
 
 
 async def test_pinned_client_refuses_requests_that_skipped_the_guard(server: LocalServer) -> None:
@@ -267,6 +326,12 @@ async def test_lenient_pinned_client_serves_trusted_callers_and_still_pins(
         direct = await client.get(f"{server.url}/trusted")  # e.g. the LLM endpoint
         assert direct.status_code == 200
         with pytest.raises(EgressBlocked, match="loopback"):
-            await guarded_request(client, EgressGuard(Settings()), "GET", f"{server.url}/tool",
-                                  timeout=5, max_bytes=1000)
+            await guarded_request(
+                client,
+                EgressGuard(Settings()),
+                "GET",
+                f"{server.url}/tool",
+                timeout=5,
+                max_bytes=1000,
+            )
     assert [e["path"] for e in server.log if e["path"] in ("/trusted", "/tool")] == ["/trusted"]
