@@ -250,7 +250,7 @@ class ReactRun:
     ) -> AsyncIterator[RunEvent]:
         for iteration in range(1, toolset.config.max_iterations + 1):
             self.iterations = iteration
-            tools = phase.offered(toolset.openai_tools())
+            tools = phase.offered()
             compaction = compact(messages, tools, budget=toolset.config.context_budget)
             if compaction is not None and compaction.cleared:
                 yield ContextCompacted(

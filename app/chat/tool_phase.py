@@ -53,19 +53,14 @@ class ToolPhase:
         if self.step_iteration is not None:
             self.tracker = ProgressTracker(self.step_iteration)
 
-    def offered(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The tools to show the model: a tool whose whole target was skipped is withdrawn."""
-        if not self.skipped:
-            return tools
-        defs = self.toolset.full_tools()
-        kept = []
-        for tool in tools:
-            name = tool["function"]["name"]
-            tool_def = defs.get(name)
-            target = (tool_def.target if tool_def else "") or name
-            if target not in self.skipped:
-                kept.append(tool)
-        return kept
+    def offered(self) -> list[dict[str, Any]]:
+        """The tools to show the model (OpenAI definitions): a tool whose whole target was
+        skipped is withdrawn before its definition is converted."""
+        return [
+            tool.to_openai()
+            for tool in self.toolset.tools
+            if (tool.target or tool.name) not in self.skipped
+        ]
 
     def _step(self, name: str, args: dict[str, Any]) -> str:
         tool = self.toolset.full_tools().get(name)
