@@ -17,7 +17,7 @@ from app.agents.models import Agent
 from app.audit.record import tool_call_row
 from app.chat.context import compact
 from app.chat.selector import llm_selector
-from app.chat.steps import FinalAnswer, NextStep, RunAgain, RunCancelled, Stopped
+from app.chat.steps import FinalAnswer, NextStep, PhaseResult, RunAgain, RunCancelled, Stopped
 from app.chat.tool_phase import ToolPhase
 from app.config import Settings
 from app.events import (
@@ -273,11 +273,12 @@ class ReactRun:
             if not completion.tool_calls:
                 step = FinalAnswer(content=completion.text)
             else:
-                start = len(messages)
-                async for event in phase.run(completion.tool_calls, iteration, messages):
-                    yield event
-                self.new_messages.extend(messages[start:])
-                step = phase.outcome
+                async for out in phase.run(completion.tool_calls, iteration, messages):
+                    if isinstance(out, PhaseResult):
+                        self.new_messages.extend(out.new_messages)
+                        step = out.next_step
+                    else:
+                        yield out
             match step:
                 case FinalAnswer(content=content):
                     yield MessageEvent(content=content)

@@ -6,7 +6,10 @@ See docs/architecture.md, rule "phases return results".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from app.llm.types import ChatMessage
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +30,15 @@ class Stopped:
 
 
 NextStep = RunAgain | FinalAnswer | Stopped
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseResult:
+    """What a tool phase produced, yielded last by `ToolPhase.run`: the observations to add
+    to the conversation and the next step."""
+
+    new_messages: list[ChatMessage]
+    next_step: NextStep
 
 
 class RunCancelled(Exception):

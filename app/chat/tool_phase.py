@@ -18,7 +18,7 @@ from typing import Any
 from app.agents.config import StepIteration
 from app.audit.record import tool_call_row
 from app.audit.sink import ToolAuditBackend
-from app.chat.steps import NextStep, RunAgain, Stopped
+from app.chat.steps import NextStep, PhaseResult, RunAgain, Stopped
 from app.events import RunEvent, ToolCallEvent, ToolResultEvent, ToolsLoaded
 from app.llm.types import ChatMessage, ToolCallRequest
 from app.pipeline.toolset import AssembledToolset
@@ -43,7 +43,6 @@ class ToolPhase:
     tracker: ProgressTracker | None = None
     skipped: dict[str, str] = field(default_factory=dict)
     """step id → reason, for `skip_step`: later calls to that target are refused."""
-    outcome: NextStep = field(default_factory=RunAgain)
     audit: ToolAuditBackend | None = None
     """Where every call's audit row goes (none in unit tests of the phase)."""
     cancel: asyncio.Event | None = None
@@ -119,9 +118,13 @@ class ToolPhase:
 
     async def run(
         self, calls: list[ToolCallRequest], iteration: int, messages: list[ChatMessage]
-    ) -> AsyncIterator[RunEvent]:
-        """Yield tool_call events, then results as they complete; append observations in order."""
-        self.outcome = RunAgain()
+    ) -> AsyncIterator[RunEvent | PhaseResult]:
+        """Yield tool_call events, then results as they complete, then the `PhaseResult`.
+
+        Observations are appended to `messages` in call order (and returned in the result).
+        """
+        outcome: NextStep = RunAgain()
+        start = len(messages)
         planned: list[tuple[ToolCallRequest, dict[str, Any] | None, str | None, str]] = []
         for call in calls:
             args: dict[str, Any] | None
@@ -159,7 +162,7 @@ class ToolPhase:
             self._audit(call, args, step, results[index], ms)
             yield self._result_event(call, results[index], ms)
         if cancelled:
-            self.outcome = Stopped(status="cancelled")
+            outcome = Stopped(status="cancelled")
         for index, (call, _args, _error, step) in enumerate(planned):
             result = results[index]
             text = redact_text(result.text)
@@ -172,11 +175,12 @@ class ToolPhase:
                 if action == "skip_step":
                     self.skipped[stop.step_id] = stop.reason
                     text += f"\n[{stop.reason}. This step is skipped for the rest of the run.]"
-                elif not isinstance(self.outcome, Stopped):  # the first stop of a turn wins
-                    self.outcome = Stopped(
+                elif not isinstance(outcome, Stopped):  # the first stop of a turn wins
+                    outcome = Stopped(
                         status="stopped", reason=stop.reason, escalated=action == "escalate"
                     )
             messages.append(ChatMessage.tool(call.id, text, name=call.name))
+        yield PhaseResult(new_messages=messages[start:], next_step=outcome)
 
     async def _completed(
         self, tasks: Sequence[asyncio.Future[tuple[int, ToolResult, float]]]
