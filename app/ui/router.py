@@ -18,7 +18,7 @@ from app.agents.service import agent_service
 from app.audit.repository import ToolCallRepository
 from app.chat.operator import get_run, list_runs
 from app.chat.selector import llm_selector
-from app.connectors.schemas import ConnectorImport, ConnectorSummary
+from app.connectors.schemas import ConnectorImport, ConnectorRead
 from app.connectors.service import connector_service
 from app.databases.schemas import DatabaseRead, TableUpdate
 from app.databases.service import database_service
@@ -259,7 +259,7 @@ async def resources(request: Request, session: SessionDep, console: AdminDep) ->
         request,
         "resources.html",
         console,
-        connectors=[ConnectorSummary.model_validate(c) for c in connectors],
+        connectors=connectors,
         connector_total=connector_total,
         databases=[DatabaseRead.model_validate(d) for d in databases],
         servers=[McpServerRead.model_validate(s) for s in servers],
@@ -275,7 +275,7 @@ async def connector_detail(
     console: AdminDep,
     offset: Offset = 0,
 ) -> Response:
-    connector = ConnectorSummary.model_validate(await connector_service.get(session, connector_id))
+    connector = ConnectorRead.model_validate(await connector_service.get(session, connector_id))
     actions, total = await connector_service.list_actions(
         session, connector_id, limit=PAGE, offset=offset
     )

@@ -161,3 +161,39 @@ async def test_the_api_takes_the_session_only_with_its_csrf_header(
     # admin-scope routes never accept the console cookie, even from an admin session
     admin_route = await browser.get("/api/v1/agents", headers={"X-CSRF-Token": token})
     assert admin_route.status_code == 401
+
+
+async def test_import_forms_report_bad_documents_without_writing(
+    browser: httpx.AsyncClient, client: httpx.AsyncClient
+) -> None:
+    await sign_in(browser, ADMIN_TOKEN)
+    token = page_token(await browser.get("/ui/resources"))
+    bad = await browser.post(
+        "/ui/resources/connectors/import",
+        data={"document": "openapi: 2.0\n", "csrf_token": token},
+    )
+    assert bad.status_code == 303
+    assert "error=" in bad.headers["location"]
+    shown = await browser.get(bad.headers["location"])
+    assert 'data-testid="error"' in shown.text
+    assert (await client.get("/api/v1/connectors")).json()["total"] == 0
+    good = await browser.post(
+        "/ui/resources/connectors/import",
+        data={"csrf_token": token, "name": "mini"},
+        files={"file": ("mini.yaml", MINI_OPENAPI.encode(), "application/yaml")},
+    )
+    assert good.status_code == 303, good.text
+    assert "notice=" in good.headers["location"]
+    detail = await browser.get(good.headers["location"])
+    assert detail.status_code == 200
+    assert detail.text.count('data-testid="action-row"') == 1
+    assert (await client.get("/api/v1/connectors")).json()["items"][0]["name"] == "mini"
+
+
+MINI_OPENAPI = """openapi: 3.0.3
+info: {title: Mini, version: "1"}
+servers: [{url: "http://127.0.0.1:9"}]
+paths:
+  /ping:
+    get: {operationId: ping, responses: {"200": {description: ok}}}
+"""
