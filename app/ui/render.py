@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from app.errors import Forbidden
+from app.errors import Forbidden, QuiverError, error_body
 from app.ui.sessions import Console
 
 HERE = Path(__file__).parent
@@ -76,7 +77,29 @@ def install_handlers(app: FastAPI) -> None:
 
     async def forbidden(request: Request, exc: Exception) -> Response:
         message = exc.message if isinstance(exc, Forbidden) else "forbidden"
-        return page(request, "forbidden.html", None, status_code=403, message=message)
+        return page(request, "forbidden.html", None, status_code=403, message=message, status=403)
+
+    api_handler = app.exception_handlers.get(QuiverError)
+
+    async def not_found_page(request: Request, exc: Exception) -> Response:
+        """An unknown id on a console page is a page; everything else keeps the API's shape."""
+        if (
+            isinstance(exc, QuiverError)
+            and exc.status_code == 404
+            and request.method == "GET"
+            and request.url.path.startswith("/ui/")
+        ):
+            return page(
+                request, "forbidden.html", None, status_code=404, message=exc.message, status=404
+            )
+        if api_handler is not None:
+            result = api_handler(request, exc)
+            return await result if inspect.isawaitable(result) else result
+        message = exc.message if isinstance(exc, QuiverError) else "error"
+        kind = exc.kind if isinstance(exc, QuiverError) else "Error"
+        code = exc.status_code if isinstance(exc, QuiverError) else 400
+        return JSONResponse(error_body(kind, message), code)
 
     app.add_exception_handler(SignInRequired, sign_in_required)
     app.add_exception_handler(PageForbidden, forbidden)
+    app.add_exception_handler(QuiverError, not_found_page)

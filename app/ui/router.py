@@ -23,7 +23,7 @@ from app.connectors.service import connector_service
 from app.databases.schemas import DatabaseRead, TableUpdate
 from app.databases.service import database_service
 from app.db.session import SessionDep
-from app.errors import QuiverError
+from app.errors import Invalid, QuiverError
 from app.kit.pagination import PageParams
 from app.mcp.schemas import McpServerRead
 from app.mcp.service import mcp_server_service
@@ -110,6 +110,7 @@ async def login(
             None,
             status_code=403,
             message="missing or invalid CSRF token: reload the sign-in page",
+            status=403,
         )
     signed_in = await sessions.sign_in(session, api_key)
     if signed_in is None:
@@ -302,10 +303,10 @@ async def import_openapi(
     base_url: Annotated[str, Form(max_length=2048)] = "",
 ) -> Response:
     console.check_csrf(csrf_token)
-    text = await _upload_text(file) or document
-    if not text.strip():
-        return back("/ui/resources", error="paste an OpenAPI document or choose a file")
     try:
+        text = await _upload_text(file) or document
+        if not text.strip():
+            raise Invalid("paste an OpenAPI document or choose a file")
         body = ConnectorImport.model_validate(
             {"document": text, "name": name or None, "base_url": base_url or None}
         )
@@ -329,10 +330,10 @@ async def import_skill(
     file: Annotated[UploadFile | None, File()] = None,
 ) -> Response:
     console.check_csrf(csrf_token)
-    text = await _upload_text(file) or document
-    if not text.strip():
-        return back("/ui/resources", error="paste a SKILL.md document or choose a file")
     try:
+        text = await _upload_text(file) or document
+        if not text.strip():
+            raise Invalid("paste a SKILL.md document or choose a file")
         skill = await skill_service.import_document(session, text)
     except QuiverError as exc:
         return await _failed(session, "/ui/resources", exc)
@@ -483,8 +484,11 @@ async def _upload_text(file: UploadFile | None) -> str:
         return ""
     raw = await file.read(MAX_UPLOAD + 1)
     if len(raw) > MAX_UPLOAD:
-        return ""
-    return raw.decode("utf-8", errors="replace")
+        raise Invalid(f"file: larger than {MAX_UPLOAD // 1_000_000} MB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Invalid("file: not UTF-8 text") from None
 
 
 def _uuid_or_none(value: str) -> uuid.UUID | None:

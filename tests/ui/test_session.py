@@ -197,3 +197,24 @@ paths:
   /ping:
     get: {operationId: ping, responses: {"200": {description: ok}}}
 """
+
+
+async def test_unknown_ids_are_pages_and_uploads_are_checked(
+    browser: httpx.AsyncClient, client: httpx.AsyncClient
+) -> None:
+    await sign_in(browser, ADMIN_TOKEN)
+    missing = await browser.get("/ui/agents/00000000-0000-0000-0000-000000000000")
+    assert missing.status_code == 404
+    assert "text/html" in missing.headers["content-type"]
+    assert "not found" in missing.text
+    api_missing = await client.get("/api/v1/agents/00000000-0000-0000-0000-000000000000")
+    assert api_missing.json()["error"] == "NotFound"  # the API keeps its JSON shape
+    token = page_token(await browser.get("/ui/resources"))
+    binary = await browser.post(
+        "/ui/resources/skills/import",
+        data={"csrf_token": token},
+        files={"file": ("SKILL.md", b"\xff\xfe\x00bad", "text/markdown")},
+    )
+    assert binary.status_code == 303
+    assert "not+UTF-8" in binary.headers["location"]
+    assert (await client.get("/api/v1/skills")).json()["total"] == 0
