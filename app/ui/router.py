@@ -17,7 +17,9 @@ from app.agents.schemas import AgentCreate, AgentUpdate
 from app.agents.service import agent_service
 from app.audit.repository import ToolCallRepository
 from app.chat.operator import get_run, list_runs
+from app.chat.schemas import RunRead
 from app.chat.selector import llm_selector
+from app.chat.service import get_conversation
 from app.connectors.schemas import ConnectorImport, ConnectorRead
 from app.connectors.service import connector_service
 from app.databases.schemas import DatabaseRead, TableUpdate
@@ -406,7 +408,8 @@ async def playground(
     principal = console.principal
     usable = [agent for agent in rows if principal.may_use(agent.id)]
     run_read = await get_run(session, principal, run) if run is not None else None
-    return page(request, "playground.html", console, agents=usable, run=run_read)
+    prompt = await _prompt(session, console, run_read)
+    return page(request, "playground.html", console, agents=usable, run=run_read, prompt=prompt)
 
 
 @router.get("/runs", response_class=HTMLResponse)
@@ -438,7 +441,8 @@ async def run_detail(
     request: Request, run_id: uuid.UUID, session: SessionDep, console: ConsoleDep
 ) -> Response:
     run = await get_run(session, console.principal, run_id)
-    return page(request, "run.html", console, run=run)
+    prompt = await _prompt(session, console, run)
+    return page(request, "run.html", console, run=run, prompt=prompt)
 
 
 @router.get("/tool-calls", response_class=HTMLResponse)
@@ -477,6 +481,17 @@ async def tool_calls(
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+async def _prompt(session: AsyncSession, console: Console, run: RunRead | None) -> str | None:
+    """The user message that started `run` (the journal has the rest)."""
+    if run is None:
+        return None
+    conversation = await get_conversation(session, run.conversation_id, console.principal)
+    for message in conversation.messages:
+        if message.run_id == run.id and message.role == "user":
+            return message.content
+    return None
 
 
 async def _upload_text(file: UploadFile | None) -> str:

@@ -176,6 +176,7 @@ async def test_admin_journey(
     await expect(page.locator('[data-testid="run-row"][data-status="cancelled"]')).to_have_count(0)
     await row.get_by_role("link").click()
     await expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    await expect(page.get_by_test_id("chat-prompt")).to_have_text("Close invoice 7")
     await expect(page.get_by_test_id("chat-answer")).to_have_text(
         "Invoice 7 is closed: the balance was zero."
     )
