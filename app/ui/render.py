@@ -6,7 +6,6 @@ import inspect
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -55,8 +54,8 @@ def page(
         {
             "console": console,
             "csrf_token": console.csrf_token if console else "",
-            "notice": request.query_params.get("notice"),
-            "error": request.query_params.get("error"),
+            "notice": (console.flash or {}).get("notice") if console else None,
+            "error": (console.flash or {}).get("error") if console else None,
             **context,
         },
         status_code=status_code,
@@ -65,10 +64,9 @@ def page(
     return response
 
 
-def back(path: str, **params: str) -> RedirectResponse:
-    """303 to a console page (Post/Redirect/Get), with an optional notice or error."""
-    query = urlencode({k: v for k, v in params.items() if v})
-    return RedirectResponse(f"{path}?{query}" if query else path, status_code=303)
+def back(path: str) -> RedirectResponse:
+    """303 to a console page (Post/Redirect/Get)."""
+    return RedirectResponse(path, status_code=303)
 
 
 def install_handlers(app: FastAPI) -> None:

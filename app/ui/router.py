@@ -65,9 +65,18 @@ CsrfField = Annotated[str, Form(alias=CSRF_FIELD)]
 Offset = Annotated[int, Query(ge=0)]
 
 
-async def _failed(session: AsyncSession, path: str, exc: QuiverError) -> RedirectResponse:
+async def _failed(
+    session: AsyncSession, console: Console, path: str, error: str
+) -> RedirectResponse:
+    """Undo the form's writes, keep its error for the next page."""
     await session.rollback()
-    return back(path, error=exc.message)
+    sessions.remember(console, error=error)
+    return back(path)
+
+
+def _done(console: Console, path: str, notice: str) -> RedirectResponse:
+    sessions.remember(console, notice=notice)
+    return back(path)
 
 
 # --- sign-in --------------------------------------------------------------------------------
@@ -186,10 +195,10 @@ async def create_agent(
             session, AgentCreate.model_validate({"name": name, "instructions": instructions})
         )
     except QuiverError as exc:
-        return await _failed(session, "/ui/agents", exc)
+        return await _failed(session, console, "/ui/agents", exc.message)
     except ValueError as exc:
-        return back("/ui/agents", error=_first_error(exc))
-    return back(f"/ui/agents/{agent.id}", notice=f"agent {agent.name} created")
+        return await _failed(session, console, "/ui/agents", _first_error(exc))
+    return _done(console, f"/ui/agents/{agent.id}", f"agent {agent.name} created")
 
 
 @router.get("/agents/{agent_id}", response_class=HTMLResponse)
@@ -245,8 +254,8 @@ async def link_resources(
     try:
         await agent_service.update(session, agent_id, update)
     except QuiverError as exc:
-        return await _failed(session, path, exc)
-    return back(path, notice="linked resources saved")
+        return await _failed(session, console, path, exc.message)
+    return _done(console, path, "linked resources saved")
 
 
 # --- resources ------------------------------------------------------------------------------
@@ -314,13 +323,13 @@ async def import_openapi(
         )
         imported = await connector_service.import_openapi(session, body)
     except QuiverError as exc:
-        return await _failed(session, "/ui/resources", exc)
+        return await _failed(session, console, "/ui/resources", exc.message)
     except ValueError as exc:
-        return back("/ui/resources", error=_first_error(exc))
+        return await _failed(session, console, "/ui/resources", _first_error(exc))
     notice = f"connector {imported.name} imported with {len(imported.actions)} actions"
     if imported.warnings:
         notice += " (" + "; ".join(imported.warnings[:3]) + ")"
-    return back(f"/ui/resources/connectors/{imported.id}", notice=notice)
+    return _done(console, f"/ui/resources/connectors/{imported.id}", notice)
 
 
 @router.post("/resources/skills/import")
@@ -338,10 +347,10 @@ async def import_skill(
             raise Invalid("paste a SKILL.md document or choose a file")
         skill = await skill_service.import_document(session, text)
     except QuiverError as exc:
-        return await _failed(session, "/ui/resources", exc)
+        return await _failed(session, console, "/ui/resources", exc.message)
     except ValueError as exc:
-        return back("/ui/resources", error=_first_error(exc))
-    return back("/ui/resources", notice=f"skill {skill.name} imported")
+        return await _failed(session, console, "/ui/resources", _first_error(exc))
+    return _done(console, "/ui/resources", f"skill {skill.name} imported")
 
 
 @router.post("/resources/mcp/{server_id}/refresh")
@@ -356,8 +365,8 @@ async def refresh_mcp(
     try:
         server = await mcp_server_service.refresh(session, server_id, runtime.mcp)
     except QuiverError as exc:
-        return await _failed(session, "/ui/resources", exc)
-    return back("/ui/resources", notice=f"{server.name}: {len(server.tools_cache)} tools")
+        return await _failed(session, console, "/ui/resources", exc.message)
+    return _done(console, "/ui/resources", f"{server.name}: {len(server.tools_cache)} tools")
 
 
 @router.post("/resources/databases/{database_id}/introspect")
@@ -372,8 +381,8 @@ async def introspect_database(
     try:
         row = await database_service.introspect(session, database_id, runtime.engines)
     except QuiverError as exc:
-        return await _failed(session, "/ui/resources", exc)
-    return back("/ui/resources", notice=f"{row.name}: {len(row.schema_cache)} tables")
+        return await _failed(session, console, "/ui/resources", exc.message)
+    return _done(console, "/ui/resources", f"{row.name}: {len(row.schema_cache)} tables")
 
 
 @router.post("/resources/databases/{database_id}/tables/{table}")
@@ -389,9 +398,9 @@ async def set_table_hidden(
     try:
         await database_service.update_table(session, database_id, table, TableUpdate(hidden=hidden))
     except QuiverError as exc:
-        return await _failed(session, "/ui/resources", exc)
+        return await _failed(session, console, "/ui/resources", exc.message)
     state = "hidden from" if hidden else "shown to"
-    return back("/ui/resources", notice=f"table {table} {state} the model")
+    return _done(console, "/ui/resources", f"table {table} {state} the model")
 
 
 # --- playground, runs, tool calls -----------------------------------------------------------

@@ -12,6 +12,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -50,6 +51,9 @@ class Console:
 
     key: ApiKey
     csrf_token: str
+    row: ConsoleSession
+    flash: dict[str, Any] | None = None
+    """The last form's outcome, taken from the session when this page was requested."""
 
     @property
     def admin(self) -> bool:
@@ -93,7 +97,13 @@ async def current(session: AsyncSession, request: Request) -> Console | None:
     if found is None:
         return None
     row, key = found
-    return Console(key=key, csrf_token=row.csrf_token)
+    shown, row.flash = row.flash, None
+    return Console(key=key, csrf_token=row.csrf_token, row=row, flash=shown)
+
+
+def remember(console: Console, *, notice: str | None = None, error: str | None = None) -> None:
+    """Keep a form's outcome for the next page (server-side, never in the address)."""
+    console.row.flash = {"error": error} if error else {"notice": notice or ""}
 
 
 async def sign_out(session: AsyncSession, request: Request) -> None:

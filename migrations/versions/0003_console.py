@@ -11,11 +11,14 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision: str = "0003_console"
 down_revision: str | None = "0002_tenancy"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+_JSON = sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
 
 
 def upgrade() -> None:
@@ -26,6 +29,7 @@ def upgrade() -> None:
         sa.Column("csrf_token", sa.String(length=64), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("flash", _JSON, nullable=True),
         sa.ForeignKeyConstraint(
             ["api_key_id"],
             ["api_keys.id"],

@@ -15,7 +15,7 @@ from app.config import Settings
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.mcp.servers import TIME_SERVER
-from tests.ui.test_session import page_token, sign_in
+from tests.ui.test_session import outcome, page_token, sign_in
 
 
 @pytest.fixture
@@ -54,8 +54,8 @@ async def test_mcp_refresh_lists_the_servers_tools(
     done = await ui.post(
         f"/ui/resources/mcp/{server_id}/refresh", data={"csrf_token": page_token(before)}
     )
-    assert done.status_code == 303
-    assert "error" not in done.headers["location"], done.headers["location"]
+    kind, text = await outcome(ui, done)
+    assert (kind, text.split(":")[0]) == ("notice", "time")
     after = await ui.get("/ui/resources")
     assert after.text.count('data-testid="mcp-tool"') >= 1
     assert "get_current_time" in after.text
@@ -76,14 +76,14 @@ async def test_db_introspect_then_hide_a_table(
     assert 'data-testid="db-introspect"' in page.text
     token = page_token(page)
     done = await ui.post(f"/ui/resources/databases/{db_id}/introspect", data={"csrf_token": token})
-    assert "error" not in done.headers["location"], done.headers["location"]
+    assert await outcome(ui, done) == ("notice", "shop: 2 tables")
     listed = await ui.get("/ui/resources")
     assert listed.text.count('data-testid="db-table-row"') == 2
     hide = await ui.post(
         f"/ui/resources/databases/{db_id}/tables/secrets",
         data={"csrf_token": token, "hidden": "true"},
     )
-    assert "error" not in hide.headers["location"], hide.headers["location"]
+    assert await outcome(ui, hide) == ("notice", "table secrets hidden from the model")
     tables = {t["name"]: t for t in (await api.get(f"/api/v1/databases/{db_id}")).json()["tables"]}
     assert tables["secrets"]["hidden"] is True
     assert tables["customers"]["hidden"] is False
