@@ -21,6 +21,15 @@ SESSION_COOKIE = "quiver_console"
 CSRF_HEADER = "x-csrf-token"
 
 
+def session_hash(session_id: str) -> str:
+    """What the session table stores of a session id."""
+    return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def tokens_match(expected: str, given: str | None) -> bool:
+    return given is not None and hmac.compare_digest(expected.encode(), given.encode())
+
+
 def has_console_credentials(cookie_header: str, csrf_header: str) -> bool:
     """Cheap pre-check (no database): a session cookie and a CSRF header are both present."""
     return bool(csrf_header.strip()) and f"{SESSION_COOKIE}=" in cookie_header
@@ -32,11 +41,10 @@ async def console_api_key(request: Request, session: AsyncSession) -> ApiKey | N
     given = request.headers.get(CSRF_HEADER)
     if not session_id or not given:
         return None
-    id_hash = hashlib.sha256(session_id.encode()).hexdigest()
-    found = await ConsoleSessionRepository(session).live_with_key(id_hash, utcnow())
+    found = await ConsoleSessionRepository(session).live_with_key(
+        session_hash(session_id), utcnow()
+    )
     if found is None:
         return None
     row, key = found
-    if not hmac.compare_digest(row.csrf_token.encode(), given.encode()):
-        return None
-    return key
+    return key if tokens_match(row.csrf_token, given) else None

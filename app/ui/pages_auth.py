@@ -9,7 +9,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from app.db.session import SessionDep
 from app.ui import sessions
-from app.ui.api_auth import SESSION_COOKIE
+from app.ui.api_auth import SESSION_COOKIE, tokens_match
 from app.ui.deps import (
     ConsoleDep,
     CsrfField,
@@ -52,7 +52,7 @@ async def login(
     csrf_token: CsrfField,
 ) -> Response:
     expected = request.cookies.get(PRELOGIN_COOKIE, "")
-    if not expected or not sessions.tokens_match(expected, csrf_token):
+    if not expected or not tokens_match(expected, csrf_token):
         return page(
             request,
             "forbidden.html",

@@ -7,8 +7,6 @@ carry it in a hidden field, `fetch` calls in the `X-CSRF-Token` header.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,27 +20,18 @@ from app.apikeys.service import api_key_service
 from app.db.base import utcnow
 from app.errors import Forbidden
 from app.tenancy.principal import Principal
-from app.ui.api_auth import SESSION_COOKIE
+from app.ui.api_auth import SESSION_COOKIE, session_hash, tokens_match
 from app.ui.models import ConsoleSession
 from app.ui.repository import ConsoleSessionRepository
 
 PRELOGIN_COOKIE = "quiver_console_login"
 """Double-submit CSRF token of the sign-in form (there is no session yet)."""
-CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
 SESSION_TTL = timedelta(hours=12)
 
 
-def _hash(session_id: str) -> str:
-    return hashlib.sha256(session_id.encode()).hexdigest()
-
-
 def new_token() -> str:
     return secrets.token_urlsafe(32)
-
-
-def tokens_match(expected: str, given: str | None) -> bool:
-    return given is not None and hmac.compare_digest(expected.encode(), given.encode())
 
 
 @dataclass(frozen=True)
@@ -79,7 +68,7 @@ async def sign_in(session: AsyncSession, api_key: str) -> tuple[str, ApiKey] | N
     session_id = new_token()
     await repo.add(
         ConsoleSession(
-            id_hash=_hash(session_id),
+            id_hash=session_hash(session_id),
             api_key_id=key.id,
             csrf_token=new_token(),
             created_at=now,
@@ -93,7 +82,9 @@ async def current(session: AsyncSession, request: Request) -> Console | None:
     session_id = request.cookies.get(SESSION_COOKIE)
     if not session_id:
         return None
-    found = await ConsoleSessionRepository(session).live_with_key(_hash(session_id), utcnow())
+    found = await ConsoleSessionRepository(session).live_with_key(
+        session_hash(session_id), utcnow()
+    )
     if found is None:
         return None
     row, key = found
@@ -109,7 +100,7 @@ def remember(console: Console, *, notice: str | None = None, error: str | None =
 async def sign_out(session: AsyncSession, request: Request) -> None:
     session_id = request.cookies.get(SESSION_COOKIE)
     if session_id:
-        await ConsoleSessionRepository(session).remove(_hash(session_id))
+        await ConsoleSessionRepository(session).remove(session_hash(session_id))
 
 
 def cookie_secure(request: Request) -> bool:
