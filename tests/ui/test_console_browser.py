@@ -277,3 +277,34 @@ async def test_approval_requested_shows_approve_and_deny(
         (f"{console_url}/api/v1/runs/{run_id}/approvals/ap2", '{"decision":"deny"}', csrf),
     ]
     await context.close()
+
+
+async def test_lists_and_forms_work_without_javascript(
+    chromium: Browser, console_url: str, scripted_llm: ScriptedLLM, screenshots: Path
+) -> None:
+    name = f"nojs_{uuid.uuid4().hex[:6]}"
+    async with httpx.AsyncClient(
+        base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as api:
+        agent = await api.post("/api/v1/agents", json={"name": name})
+        async with api.stream(
+            "POST", "/api/v1/chat", json={"agent_id": agent.json()["id"], "message": "hi"}
+        ) as response:
+            run_id = response.headers["X-Run-Id"]
+            await response.aread()
+    context = await chromium.new_context(
+        viewport={"width": 390, "height": 844}, java_script_enabled=False
+    )
+    page = await context.new_page()
+    await sign_in(page, console_url, ADMIN_TOKEN)
+    await expect(page).to_have_url(f"{console_url}/ui/agents")
+    await expect(page.get_by_test_id("agent-row").filter(has_text=name)).to_have_count(1)
+    await page.goto(f"{console_url}/ui/runs")
+    await expect(page.locator(f'[data-testid="run-row"][data-run-id="{run_id}"]')).to_have_count(1)
+    await page.goto(f"{console_url}/ui/agents/{agent.json()['id']}")
+    await page.get_by_test_id("toolset-query").fill("what time is it")
+    await page.get_by_test_id("toolset-submit").click()  # a plain GET form without htmx
+    await expect(page).to_have_url(re.compile(r"\?query=what\+time\+is\+it$"))
+    await expect(page.get_by_test_id("toolset-tool").first).to_be_visible()
+    await shot(page, screenshots, "agent-nojs-390")
+    await context.close()
