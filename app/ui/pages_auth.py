@@ -61,6 +61,7 @@ async def login(
             message="missing or invalid CSRF token: reload the sign-in page",
             status=403,
         )
+    await sessions.sign_out(session, request)  # a new sign-in never reuses an old session
     signed_in = await sessions.sign_in(session, api_key)
     if signed_in is None:
         token = sessions.new_token()

@@ -124,6 +124,18 @@ async def test_forms_without_the_csrf_token_are_refused(
     assert (await client.get("/api/v1/agents")).json()["items"][0]["name"] == "via_ui"
 
 
+async def test_signing_in_again_replaces_the_old_session(browser: httpx.AsyncClient) -> None:
+    await sign_in(browser, ADMIN_TOKEN)
+    first = browser.cookies.get("quiver_console")
+    await sign_in(browser, ADMIN_TOKEN)
+    second = browser.cookies.get("quiver_console")
+    assert first
+    assert second
+    assert first != second
+    browser.cookies.set("quiver_console", first)
+    assert (await browser.get("/ui/agents")).status_code == 303
+
+
 async def test_sign_out_ends_the_session_server_side(browser: httpx.AsyncClient) -> None:
     await sign_in(browser, ADMIN_TOKEN)
     page = await browser.get("/ui/agents")
