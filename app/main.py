@@ -24,6 +24,7 @@ from app.ops.metrics import Metrics, install_http_middleware
 from app.runtime import Runtime
 from app.security.auth import BearerPrecheck
 from app.security.crypto import configure_from_settings
+from app.ui.mount import install_console
 
 logger = logging.getLogger("quiver")
 
@@ -90,6 +91,7 @@ def create_app(
     install_http_middleware(app, metrics)  # outermost: counts and logs every response
     app.include_router(build_api_router())
     install_docs(app)
+    install_console(app)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:
