@@ -1,0 +1,228 @@
+"""`/mcp/agents/{agent_name}`: an agent's tool set over MCP streamable HTTP.
+
+The MCP SDK's low-level `Server` and `StreamableHTTPSessionManager` serve the protocol; this
+module authenticates the bearer key, finds the agent (404 before any MCP exchange), and
+hands `tools/list` / `tools/call` to `McpSessions`. The endpoint speaks the session
+(`initialize`) protocol versions: a session is what a run is to the journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from fastapi import FastAPI
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from app.agents.models import Agent
+from app.agents.repository import AgentRepository
+from app.apikeys.service import api_key_service
+from app.errors import error_body
+from app.mcpserver.sessions import McpSession, McpSessions, assemble_for_mcp
+from app.runtime import Runtime
+from app.tenancy.principal import USER_HEADER, Principal
+
+_AGENT_PATH = re.compile(r"/agents/([^/]+)/?$")
+_STATE_KEY = "quiver_mcp"
+_instructions: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "quiver_mcp_instructions", default=None
+)
+"""The agent's instructions for the `initialize` answer of the session being opened."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Caller:
+    agent: Agent
+    principal: Principal
+
+
+class _AgentServer(Server[Any]):
+    """One server for every agent: `initialize` answers with the opening agent's prompt."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        options = super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+        return options.model_copy(update={"instructions": _instructions.get()})
+
+
+class _SessionManager(StreamableHTTPSessionManager):
+    """Ends the session's run however the session ends (DELETE, idle timeout, crash)."""
+
+    def __init__(self, server: Server[Any], sessions: McpSessions, idle_s: float) -> None:
+        super().__init__(server, session_idle_timeout=idle_s)
+        self.quiver_sessions = sessions
+
+    async def _discard_session(
+        self, session_id: str, transport: StreamableHTTPServerTransport
+    ) -> None:
+        await super()._discard_session(session_id, transport)
+        await self.quiver_sessions.close(session_id)
+
+
+def _json_error(status: int, kind: str, detail: str) -> Response:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(error_body(kind, detail), status_code=status, headers=headers)
+
+
+def _protocol_refusal() -> Response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": "this endpoint serves MCP sessions: send initialize "
+            f"(protocol versions {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
+        },
+    }
+    return Response(json.dumps(body), status_code=400, media_type="application/json")
+
+
+class McpEndpoint:
+    """The ASGI app mounted at `/mcp` (outside the OpenAPI schema)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self.server = _AgentServer(
+            "quiver",
+            version="0.1.0",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.sessions: McpSessions | None = None
+        self.manager: _SessionManager | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self, runtime: Runtime) -> AsyncIterator[None]:
+        """Serve sessions for the app's lifetime; open sessions finish their runs at the end."""
+        self.sessions = McpSessions(runtime.runs)
+        self.manager = _SessionManager(
+            self.server, self.sessions, runtime.settings.mcp_session_idle_s
+        )
+        try:
+            async with self.manager.run():
+                yield
+        finally:
+            await self.sessions.aclose()
+            self.manager = None
+
+    # --- HTTP ----------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        response, caller = await self._admit(scope)
+        if response is not None:
+            await response(scope, receive, send)
+            return
+        assert caller is not None
+        assert self.manager is not None
+        assert self.sessions is not None
+        scope.setdefault("state", {})[_STATE_KEY] = caller
+        request = Request(scope)
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER)
+        token = None
+        if session_id is None:
+            toolset = await assemble_for_mcp(caller.agent, self.sessions.runs)
+            token = _instructions.set(toolset.system_prompt or None)
+            await toolset.aclose()
+        try:
+            await self.manager.handle_request(scope, receive, send)
+        finally:
+            if token is not None:
+                _instructions.reset(token)
+        if session_id is not None and scope["method"] == "DELETE":
+            await self.sessions.close(session_id)
+
+    async def _admit(self, scope: Scope) -> tuple[Response | None, Caller | None]:
+        """401 without a valid key, 404 for an unknown agent or one the key may not use."""
+        request = Request(scope)
+        match = _AGENT_PATH.search(scope["path"])
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return _json_error(
+                401, "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'"
+            ), None
+        runtime: Runtime = self.app.state.runtime
+        async with runtime.sessionmaker() as session:
+            key = await api_key_service.authenticate(session, token.strip())
+            if key is None:
+                return _json_error(401, "Unauthorized", "invalid or revoked API key"), None
+            if not {"admin", "chat"} & set(key.scopes):
+                return _json_error(
+                    403, "Forbidden", "this route needs an API key with scope 'chat' or 'admin'"
+                ), None
+            principal = Principal.of(key, user=request.headers.get(USER_HEADER) or None)
+            name = match.group(1) if match else ""
+            agent = await AgentRepository(session).get_by(name=name) if name else None
+            await session.commit()
+        if agent is None or not principal.may_use(agent.id):
+            return _json_error(404, "NotFound", f"agent {name!r} not found"), None
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return _protocol_refusal(), None
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER)
+        state = self.sessions.get(session_id) if self.sessions and session_id else None
+        if state is not None and not state.belongs_to(agent.id, principal):
+            return _json_error(404, "NotFound", "MCP session not found"), None
+        return None, Caller(agent=agent, principal=principal)
+
+    # --- MCP handlers --------------------------------------------------------------------
+
+    async def _session(self, ctx: ServerRequestContext[Any, Any]) -> McpSession:
+        request = ctx.request
+        assert isinstance(request, Request)
+        assert self.sessions is not None
+        caller: Caller = request.state.quiver_mcp
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER) or ""
+        return await self.sessions.open(session_id, caller.agent, caller.principal)
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        state = await self._session(ctx)
+        tools = state.phase.offered(state.toolset.openai_tools())
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool["function"]["name"],
+                    description=tool["function"].get("description"),
+                    input_schema=tool["function"].get("parameters") or {"type": "object"},
+                )
+                for tool in tools
+            ]
+        )
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        state = await self._session(ctx)
+        assert self.sessions is not None
+        outcome = await self.sessions.call(state, params.name, dict(params.arguments or {}))
+        if outcome.loaded:
+            await ctx.session.send_tool_list_changed()
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=outcome.text)],
+            is_error=not outcome.ok,
+        )

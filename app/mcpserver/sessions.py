@@ -1,0 +1,208 @@
+"""MCP sessions as journal runs: one session = one run of kind `mcp_session`.
+
+A session keeps the agent's assembled tool set (with what `request_tools` loaded) and a
+`ToolPhase`, so every `tools/call` goes through the chat run's validation, guards,
+executors, timeout, progress tracker, redaction and audit. Each call journals a
+`tool_call` and a `tool_result` event; the end of the session journals `run_finished`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.agents.models import Agent
+from app.chat.journal import JournalWriter
+from app.chat.models import Conversation, Run
+from app.chat.repository import RunRepository
+from app.chat.runner import RunManager
+from app.chat.tool_phase import ToolPhase
+from app.events import RunEvent, RunFinished, RunStarted, ToolResultEvent, ToolsLoaded
+from app.llm.types import ChatMessage, ToolCallRequest
+from app.pipeline.assemble import assemble_toolset
+from app.pipeline.toolset import AssembledToolset
+from app.tenancy.limits import count_run_start
+from app.tenancy.principal import Principal
+from app.tools.base import CallContext
+
+logger = logging.getLogger("quiver.mcp_server")
+RUN_KIND = "mcp_session"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallOutcome:
+    text: str
+    ok: bool
+    loaded: tuple[str, ...] = ()
+
+
+@dataclass(eq=False, kw_only=True)
+class McpSession:
+    """One client session: its run, its tools and its journal."""
+
+    session_id: str
+    run_id: uuid.UUID
+    agent_id: uuid.UUID
+    principal: Principal
+    toolset: AssembledToolset
+    phase: ToolPhase
+    journal: JournalWriter
+    started: float = field(default_factory=time.perf_counter)
+    calls: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Events of one session are journaled in call order."""
+
+    def belongs_to(self, agent_id: uuid.UUID, principal: Principal) -> bool:
+        return self.agent_id == agent_id and self.principal.key_id == principal.key_id
+
+
+async def assemble_for_mcp(agent: Agent, runs: RunManager) -> AssembledToolset:
+    """What `GET /agents/{id}/toolset` shows with no message: no runtime (LLM) selection."""
+    return await assemble_toolset(agent, runs.settings, runs.backends, "")
+
+
+class McpSessions:
+    """The sessions this process serves (their runs are claimed from the lost-run sweep)."""
+
+    def __init__(self, runs: RunManager) -> None:
+        self.runs = runs
+        self.sessions: dict[str, McpSession] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        self._ids = itertools.count(1)
+
+    def get(self, session_id: str) -> McpSession | None:
+        return self.sessions.get(session_id)
+
+    async def open(self, session_id: str, agent: Agent, principal: Principal) -> McpSession:
+        """The session's state, creating its run on first use."""
+        lock = self._opening.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            existing = self.sessions.get(session_id)
+            if existing is not None:
+                return existing
+            state = await self._create(session_id, agent, principal)
+            self.sessions[session_id] = state
+            return state
+
+    async def _create(self, session_id: str, agent: Agent, principal: Principal) -> McpSession:
+        run_id = uuid.uuid4()
+        self.runs.claim(run_id)
+        try:
+            async with self.runs.sessionmaker() as session:
+                await count_run_start(session, principal)
+                conversation = Conversation(
+                    agent_id=agent.id,
+                    title="MCP session",
+                    api_key_id=principal.key_id,
+                    user=principal.user,
+                )
+                session.add(conversation)
+                await session.flush()
+                session.add(
+                    Run(
+                        id=run_id,
+                        kind=RUN_KIND,
+                        conversation_id=conversation.id,
+                        agent_id=agent.id,
+                        worker_id=self.runs.worker_id,
+                        api_key_id=principal.key_id,
+                        user=principal.user,
+                    )
+                )
+                await session.commit()
+            toolset = await assemble_for_mcp(agent, self.runs)
+        except BaseException:
+            self.runs.unclaim(run_id)
+            raise
+        settings = self.runs.settings
+        ctx = CallContext(
+            run_id=str(run_id),
+            agent_id=str(agent.id),
+            api_key_id=str(principal.key_id),
+            user=principal.user,
+        )
+        state = McpSession(
+            session_id=session_id,
+            run_id=run_id,
+            agent_id=agent.id,
+            principal=principal,
+            toolset=toolset,
+            phase=ToolPhase(
+                toolset=toolset,
+                ctx=ctx,
+                timeout_s=settings.tool_timeout_s,
+                step_iteration=toolset.config.step_iteration,
+                audit=self.runs.backends.tool_audit,
+            ),
+            journal=JournalWriter(run_id=run_id, batcher=self.runs.journal),
+        )
+        await state.journal.write(
+            RunStarted(
+                run_id=str(run_id),
+                conversation_id=str(conversation.id),
+                agent_id=str(agent.id),
+                modes=toolset.modes.as_dict(),
+                tools=[t.name for t in toolset.tools],
+            )
+        )
+        logger.info("MCP session %s opened as run %s", session_id[:12], run_id)
+        return state
+
+    async def call(self, state: McpSession, name: str, arguments: dict[str, Any]) -> CallOutcome:
+        """One `tools/call`, exactly as a chat run's tool phase runs it, journaled."""
+        async with state.lock:
+            state.calls += 1
+            call = ToolCallRequest(
+                id=f"mcp_{state.calls}", name=name, arguments=json.dumps(arguments)
+            )
+            messages: list[ChatMessage] = []
+            events: list[RunEvent] = []
+            async for event in state.phase.run([call], state.calls, messages):
+                events.append(event)
+                await state.journal.write(event)
+        ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
+        loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
+        text = (messages[-1].content or "") if messages else ""
+        return CallOutcome(text=text, ok=ok, loaded=loaded)
+
+    async def close(self, session_id: str) -> None:
+        """End the session's run (`run_finished`), after DELETE, idle timeout or shutdown."""
+        state = self.sessions.pop(session_id, None)
+        self._opening.pop(session_id, None)
+        if state is None:
+            return
+        try:
+            async with state.lock:
+                event = RunFinished(
+                    status="completed",
+                    iterations=state.calls,
+                    usage={},
+                    elapsed_ms=round((time.perf_counter() - state.started) * 1000, 2),
+                )
+
+                async def settle(session: AsyncSession) -> None:
+                    await RunRepository(session).finish(
+                        state.run_id, status="completed", iterations=state.calls, usage={}
+                    )
+
+                await state.journal.write(event, also=settle)
+        except Exception:
+            logger.exception("could not finish the run of MCP session %s", session_id[:12])
+        finally:
+            self.runs.journal.release(state.run_id)
+            self.runs.unclaim(state.run_id)
+            with contextlib.suppress(Exception):
+                await state.toolset.aclose()
+
+    async def aclose(self) -> None:
+        for session_id in list(self.sessions):
+            await self.close(session_id)

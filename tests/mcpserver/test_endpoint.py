@@ -1,0 +1,206 @@
+"""The MCP endpoint with the official `mcp` client against a live Quiver (no model)."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from app.config import Settings
+from app.main import create_app
+from tests.conftest import ADMIN_TOKEN
+from tests.fixtures.live import read_sse, serve_app
+from tests.mcp.servers import TIME_SERVER
+
+
+@pytest.fixture(scope="module")
+async def live_url(committing_settings: Settings) -> AsyncIterator[str]:
+    settings = committing_settings.model_copy(
+        update={"mcp_stdio_commands": [TIME_SERVER], "tool_timeout_s": 20.0}
+    )
+    async with serve_app(create_app(settings)) as base_url:
+        yield base_url
+
+
+@pytest.fixture
+async def admin(live_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        base_url=live_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as client:
+        yield client
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+async def post(admin: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = await admin.post(f"/api/v1/{path}", json=body)
+    assert response.status_code == 201, response.text
+    data: dict[str, Any] = response.json()
+    return data
+
+
+@pytest.fixture(scope="module")
+def shop_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mcpserver") / "shop.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE products (id INTEGER PRIMARY KEY, name TEXT, price REAL)")
+        conn.executemany(
+            "INSERT INTO products (name, price) VALUES (?, ?)",
+            [("kettle", 29.5), ("teapot", 18.0)],
+        )
+    return path
+
+
+async def make_agent(
+    admin: httpx.AsyncClient, shop_db: Path, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    skill = await post(
+        admin,
+        "skills",
+        {"name": unique("brew"), "description": "How to brew tea", "content": "Steep 3 min."},
+    )
+    database = await post(
+        admin, "databases", {"name": unique("shop"), "url": f"sqlite:///{shop_db}"}
+    )
+    introspected = await admin.post(f"/api/v1/databases/{database['id']}/introspect")
+    assert introspected.status_code == 200, introspected.text
+    clock = await post(
+        admin,
+        "mcp-servers",
+        {"name": unique("clock"), "transport": "stdio", "command": TIME_SERVER},
+    )
+    refreshed = await admin.post(f"/api/v1/mcp-servers/{clock['id']}/refresh")
+    assert refreshed.status_code == 200, refreshed.text
+    created = await post(
+        admin,
+        "agents",
+        {
+            "name": unique("agent"),
+            "instructions": "You answer questions about the tea shop.",
+            "skill_ids": [skill["id"]],
+            "database_ids": [database["id"]],
+            "mcp_server_ids": [clock["id"]],
+            "model_config_json": config or {},
+        },
+    )
+    return created | {"skill": skill, "database": database, "clock": clock}
+
+
+def client_for(live_url: str, agent_name: str, token: str = ADMIN_TOKEN, **kwargs: Any) -> Client:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    transport = streamable_http_client(f"{live_url}/mcp/agents/{agent_name}", http_client=http)
+    return Client(transport, **kwargs)
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def toolset(admin: httpx.AsyncClient, agent_id: str) -> list[dict[str, Any]]:
+    response = await admin.get(f"/api/v1/agents/{agent_id}/toolset")
+    assert response.status_code == 200, response.text
+    tools: list[dict[str, Any]] = response.json()["tools"]
+    return tools
+
+
+def as_openai(tools: list[types.Tool]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.input_schema,
+            },
+        }
+        for t in tools
+    ]
+
+
+async def test_progressive_tools_match_the_toolset_preview_and_run_through_meta_tools(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    agent = await make_agent(admin, shop_db)
+    async with client_for(live_url, agent["name"]) as client:
+        assert client.instructions is not None
+        assert client.instructions.startswith("You answer questions about the tea shop.")
+        assert agent["skill"]["name"] in client.instructions
+        listed = await client.list_tools()
+        assert as_openai(listed.tools) == await toolset(admin, agent["id"])
+        assert {t.name for t in listed.tools} == {
+            "http_fetch",
+            "recall_knowledge",
+            "database",
+            "mcp",
+            "read_skill",
+        }
+
+        skill = await client.call_tool("read_skill", {"name": agent["skill"]["name"]})
+        assert not skill.is_error
+        assert "Steep 3 min." in text(skill)
+
+        db = agent["database"]["name"]
+        tables = await client.call_tool("database", {"subcommand": "discover", "database": db})
+        assert not tables.is_error, text(tables)
+        assert "products" in text(tables)
+        rows = await client.call_tool(
+            "database",
+            {"subcommand": "query", "database": db, "sql": "SELECT name FROM products"},
+        )
+        assert not rows.is_error, text(rows)
+        assert "kettle" in text(rows)
+        refused = await client.call_tool(
+            "database",
+            {"subcommand": "query", "database": db, "sql": "DELETE FROM products"},
+        )
+        assert refused.is_error
+        with sqlite3.connect(shop_db) as conn:
+            assert conn.execute("SELECT count(*) FROM products").fetchone() == (2,)
+
+        clock = agent["clock"]["name"]
+        discovered = await client.call_tool("mcp", {"subcommand": "discover", "server": clock})
+        assert "get_current_time" in text(discovered), text(discovered)
+        now = await client.call_tool(
+            "mcp",
+            {
+                "subcommand": "call",
+                "server": clock,
+                "tool": "get_current_time",
+                "parameters": {"timezone": "UTC"},
+            },
+        )
+        assert not now.is_error, text(now)
+        assert "UTC" in text(now)
+
+        wrong = await client.call_tool("database", {"subcommand": "nope"})
+        assert wrong.is_error
+
+    runs = (await admin.get("/api/v1/runs", params={"agent_id": agent["id"]})).json()
+    (run,) = runs["items"]
+    assert (run["kind"], run["status"]) == ("mcp_session", "completed")
+    kinds = await journal_kinds(admin, run["id"])
+    assert kinds[0] == "run_started"
+    assert kinds[-1] == "run_finished"
+    assert kinds.count("tool_call") == kinds.count("tool_result") == 7
+    assert not {"model_delta", "message"} & set(kinds)
+    calls = (await admin.get("/api/v1/tool-calls", params={"run_id": run["id"]})).json()
+    assert calls["total"] == 7
+    assert {c["name"] for c in calls["items"]} == {"read_skill", "database", "mcp"}
+
+
+async def journal_kinds(admin: httpx.AsyncClient, run_id: str) -> list[str]:
+    async with admin.stream("GET", f"/api/v1/runs/{run_id}/events") as response:
+        assert response.status_code == 200
+        events = await read_sse(response)
+    return [e.event for e in events]
