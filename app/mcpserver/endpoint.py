@@ -13,7 +13,6 @@ import contextvars
 import json
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -26,13 +25,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.apikeys.service import api_key_service
 from app.errors import error_body
-from app.mcpserver.sessions import McpSession, McpSessions, assemble_for_mcp
+from app.mcpserver.sessions import Caller, McpSession, McpSessions, assemble_for_mcp
 from app.runtime import Runtime
 from app.tenancy.principal import USER_HEADER, Principal
 
@@ -42,12 +40,6 @@ _instructions: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "quiver_mcp_instructions", default=None
 )
 """The agent's instructions for the `initialize` answer of the session being opened."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Caller:
-    agent: Agent
-    principal: Principal
 
 
 class _AgentServer(Server[Any]):
@@ -140,20 +132,38 @@ class McpEndpoint:
         assert self.manager is not None
         assert self.sessions is not None
         scope.setdefault("state", {})[_STATE_KEY] = caller
-        request = Request(scope)
-        session_id = request.headers.get(MCP_SESSION_ID_HEADER)
-        token = None
-        if session_id is None:
-            toolset = await assemble_for_mcp(caller.agent, self.sessions.runs)
-            token = _instructions.set(toolset.system_prompt or None)
-            await toolset.aclose()
-        try:
+        session_id = Request(scope).headers.get(MCP_SESSION_ID_HEADER)
+        if session_id is not None:
+            if scope["method"] == "DELETE":  # the run is finished when the client hears back
+                await self.sessions.close(session_id)
             await self.manager.handle_request(scope, receive, send)
+            return
+        await self._open(caller, scope, receive, send)
+
+    async def _open(self, caller: Caller, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request without a session (`initialize`): the session's run starts with it."""
+        assert self.manager is not None
+        sessions = self.sessions
+        assert sessions is not None
+        toolset = await assemble_for_mcp(caller.agent, sessions.runs)
+        opened: list[str] = []
+
+        async def send_opening(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                for name, value in message.get("headers", []):
+                    if name.lower() == MCP_SESSION_ID_HEADER.encode():
+                        session_id = value.decode("latin-1")
+                        await sessions.open(session_id, caller, toolset=toolset)
+                        opened.append(session_id)
+            await send(message)
+
+        token = _instructions.set(toolset.system_prompt or None)
+        try:
+            await self.manager.handle_request(scope, receive, send_opening)
         finally:
-            if token is not None:
-                _instructions.reset(token)
-        if session_id is not None and scope["method"] == "DELETE":
-            await self.sessions.close(session_id)
+            _instructions.reset(token)
+            if not opened:
+                await toolset.aclose()
 
     async def _admit(self, scope: Scope) -> tuple[Response | None, Caller | None]:
         """401 without a valid key, 404 for an unknown agent or one the key may not use."""
@@ -184,7 +194,7 @@ class McpEndpoint:
             return _protocol_refusal(), None
         session_id = request.headers.get(MCP_SESSION_ID_HEADER)
         state = self.sessions.get(session_id) if self.sessions and session_id else None
-        if state is not None and not state.belongs_to(agent.id, principal):
+        if state is not None and not state.belongs_to(agent.id, principal.key_id):
             return _json_error(404, "NotFound", "MCP session not found"), None
         return None, Caller(agent=agent, principal=principal)
 
@@ -196,7 +206,7 @@ class McpEndpoint:
         assert self.sessions is not None
         caller: Caller = request.state.quiver_mcp
         session_id = request.headers.get(MCP_SESSION_ID_HEADER) or ""
-        return await self.sessions.open(session_id, caller.agent, caller.principal)
+        return await self.sessions.open(session_id, caller)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

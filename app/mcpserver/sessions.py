@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import logging
 import time
@@ -45,6 +44,14 @@ class CallOutcome:
     loaded: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, kw_only=True)
+class Caller:
+    """Who opened (or continues) a session: the agent of the URL and the bearer key."""
+
+    agent: Agent
+    principal: Principal
+
+
 @dataclass(eq=False, kw_only=True)
 class McpSession:
     """One client session: its run, its tools and its journal."""
@@ -61,8 +68,9 @@ class McpSession:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Events of one session are journaled in call order."""
 
-    def belongs_to(self, agent_id: uuid.UUID, principal: Principal) -> bool:
-        return self.agent_id == agent_id and self.principal.key_id == principal.key_id
+    def belongs_to(self, agent_id: uuid.UUID, key_id: uuid.UUID) -> bool:
+        """A session is used with the agent and the key that opened it (else: not found)."""
+        return self.agent_id == agent_id and self.principal.key_id == key_id
 
 
 async def assemble_for_mcp(agent: Agent, runs: RunManager) -> AssembledToolset:
@@ -77,23 +85,27 @@ class McpSessions:
         self.runs = runs
         self.sessions: dict[str, McpSession] = {}
         self._opening: dict[str, asyncio.Lock] = {}
-        self._ids = itertools.count(1)
 
     def get(self, session_id: str) -> McpSession | None:
         return self.sessions.get(session_id)
 
-    async def open(self, session_id: str, agent: Agent, principal: Principal) -> McpSession:
-        """The session's state, creating its run on first use."""
+    async def open(
+        self, session_id: str, caller: Caller, *, toolset: AssembledToolset | None = None
+    ) -> McpSession:
+        """The session's state, creating its run on first use (`toolset`: already built)."""
         lock = self._opening.setdefault(session_id, asyncio.Lock())
         async with lock:
             existing = self.sessions.get(session_id)
             if existing is not None:
                 return existing
-            state = await self._create(session_id, agent, principal)
+            state = await self._create(session_id, caller, toolset)
             self.sessions[session_id] = state
             return state
 
-    async def _create(self, session_id: str, agent: Agent, principal: Principal) -> McpSession:
+    async def _create(
+        self, session_id: str, caller: Caller, toolset: AssembledToolset | None
+    ) -> McpSession:
+        agent, principal = caller.agent, caller.principal
         run_id = uuid.uuid4()
         self.runs.claim(run_id)
         try:
@@ -119,7 +131,8 @@ class McpSessions:
                     )
                 )
                 await session.commit()
-            toolset = await assemble_for_mcp(agent, self.runs)
+            if toolset is None:
+                toolset = await assemble_for_mcp(agent, self.runs)
         except BaseException:
             self.runs.unclaim(run_id)
             raise

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator
@@ -97,10 +99,16 @@ async def make_agent(
     return created | {"skill": skill, "database": database, "clock": clock}
 
 
-def client_for(live_url: str, agent_name: str, token: str = ADMIN_TOKEN, **kwargs: Any) -> Client:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    transport = streamable_http_client(f"{live_url}/mcp/agents/{agent_name}", http_client=http)
-    return Client(transport, **kwargs)
+@contextlib.asynccontextmanager
+async def connect(
+    live_url: str, agent_name: str, token: str = ADMIN_TOKEN, **kwargs: Any
+) -> AsyncIterator[Client]:
+    """The official client over streamable HTTP with a bearer key."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with create_mcp_http_client(headers=headers) as http:
+        url = f"{live_url}/mcp/agents/{agent_name}"
+        async with Client(streamable_http_client(url, http_client=http), **kwargs) as client:
+            yield client
 
 
 def text(result: types.CallToolResult) -> str:
@@ -132,7 +140,7 @@ async def test_progressive_tools_match_the_toolset_preview_and_run_through_meta_
     admin: httpx.AsyncClient, live_url: str, shop_db: Path
 ) -> None:
     agent = await make_agent(admin, shop_db)
-    async with client_for(live_url, agent["name"]) as client:
+    async with connect(live_url, agent["name"]) as client:
         assert client.instructions is not None
         assert client.instructions.startswith("You answer questions about the tea shop.")
         assert agent["skill"]["name"] in client.instructions
@@ -204,3 +212,154 @@ async def journal_kinds(admin: httpx.AsyncClient, run_id: str) -> list[str]:
         assert response.status_code == 200
         events = await read_sse(response)
     return [e.event for e in events]
+
+
+LEGACY = {
+    "skill_tool_mode": "inline",
+    "connector_tool_mode": "legacy",
+    "database_tool_mode": "legacy",
+    "mcp_tool_mode": "legacy",
+}
+
+
+async def test_legacy_mode_lists_one_tool_per_leaf_like_the_preview(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    agent = await make_agent(admin, shop_db, LEGACY)
+    async with connect(live_url, agent["name"]) as client:
+        assert client.instructions is not None
+        assert "Steep 3 min." in client.instructions  # inline skills live in the prompt
+        listed = await client.list_tools()
+        assert as_openai(listed.tools) == await toolset(admin, agent["id"])
+        names = {t.name for t in listed.tools}
+        assert not names & {"database", "mcp", "read_skill"}
+        (time_tool,) = [n for n in names if n.endswith("get_current_time")]
+        now = await client.call_tool(time_tool, {"timezone": "UTC"})
+        assert not now.is_error, text(now)
+        assert "UTC" in text(now)
+        (query_tool,) = [n for n in names if n.endswith("query") and n.startswith("shop")]
+        refused = await client.call_tool(query_tool, {"sql": "DROP TABLE products"})
+        assert refused.is_error
+        with sqlite3.connect(shop_db) as conn:
+            assert conn.execute("SELECT count(*) FROM products").fetchone() == (2,)
+
+
+async def test_request_tools_loads_tools_and_notifies_the_client(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    config = LEGACY | {"tool_selection_threshold": 2, "tool_selection_max": 2}
+    agent = await make_agent(admin, shop_db, config)
+    changed: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.append(message.method)
+
+    async with connect(live_url, agent["name"], message_handler=on_message) as client:
+        first = await client.list_tools()
+        assert as_openai(first.tools) == await toolset(admin, agent["id"])
+        visible = {t.name for t in first.tools}
+        assert "request_tools" in visible
+        full = (await admin.get(f"/api/v1/agents/{agent['id']}/toolset")).json()
+        assert full["selection"]["deferred"], full["selection"]
+        wanted = full["selection"]["deferred"][0]
+        before = await client.call_tool(wanted, {})
+        assert before.is_error
+        assert "request_tools" in text(before)
+        loaded = await client.call_tool("request_tools", {"tool_names": [wanted]})
+        assert not loaded.is_error, text(loaded)
+        after = await client.list_tools()
+        assert {t.name for t in after.tools} == visible | {wanted}
+        for _ in range(100):
+            if changed:
+                break
+            await asyncio.sleep(0.02)
+        assert changed == ["notifications/tools/list_changed"]
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+async def make_key(admin: httpx.AsyncClient, **fields: Any) -> str:
+    created = await post(admin, "api-keys", {"name": unique("key"), "scopes": ["chat"], **fields})
+    key: str = created["key"]
+    return key
+
+
+async def test_wrong_keys_and_agents_are_refused_before_any_mcp_exchange(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    agent = await make_agent(admin, shop_db)
+    other = await post(admin, "agents", {"name": unique("other")})
+    url = f"{live_url}/mcp/agents/{agent['name']}"
+    async with httpx.AsyncClient(timeout=30) as raw:
+        missing = await raw.post(url, json=INITIALIZE, headers=MCP_HEADERS)
+        assert missing.status_code == 401
+        assert missing.json()["error"] == "Unauthorized"
+        bad = await raw.post(
+            url, json=INITIALIZE, headers=MCP_HEADERS | {"Authorization": "Bearer qv_nope"}
+        )
+        assert bad.status_code == 401
+        limited = await make_key(admin, agent_ids=[other["id"]])
+        auth = MCP_HEADERS | {"Authorization": f"Bearer {limited}"}
+        refused = await raw.post(url, json=INITIALIZE, headers=auth)
+        assert (refused.status_code, refused.json()["error"]) == (404, "NotFound")
+        unknown = await raw.post(
+            f"{live_url}/mcp/agents/{unique('ghost')}", json=INITIALIZE, headers=auth
+        )
+        assert unknown.status_code == 404
+    runs = (await admin.get("/api/v1/runs", params={"agent_id": agent["id"]})).json()
+    assert runs["total"] == 0
+
+    allowed = await make_key(admin, agent_ids=[agent["id"]])
+    async with connect(live_url, agent["name"], token=allowed) as client:
+        assert {t.name for t in (await client.list_tools()).tools} >= {"read_skill"}
+
+
+async def test_a_session_cannot_be_used_with_another_key(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    agent = await make_agent(admin, shop_db)
+    mine, theirs = await make_key(admin), await make_key(admin)
+    url = f"{live_url}/mcp/agents/{agent['name']}"
+    async with httpx.AsyncClient(timeout=30) as raw:
+        opened = await raw.post(
+            url, json=INITIALIZE, headers=MCP_HEADERS | {"Authorization": f"Bearer {mine}"}
+        )
+        assert opened.status_code == 200, opened.text
+        session_id = opened.headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        stolen = await raw.post(
+            url,
+            json=listing,
+            headers=MCP_HEADERS
+            | {"Authorization": f"Bearer {theirs}", "Mcp-Session-Id": session_id},
+        )
+        assert stolen.status_code == 404
+
+
+async def test_sessions_run_side_by_side_as_separate_runs(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    agent = await make_agent(admin, shop_db)
+
+    async def session(index: int) -> str:
+        async with connect(live_url, agent["name"]) as client:
+            result = await client.call_tool("read_skill", {"name": agent["skill"]["name"]})
+            return text(result)
+
+    results = await asyncio.gather(*(session(i) for i in range(4)))
+    assert all("Steep 3 min." in r for r in results)
+    runs = (await admin.get("/api/v1/runs", params={"agent_id": agent["id"]})).json()
+    assert runs["total"] == 4
+    assert {(r["kind"], r["status"]) for r in runs["items"]} == {("mcp_session", "completed")}
