@@ -363,3 +363,40 @@ async def test_sessions_run_side_by_side_as_separate_runs(
     runs = (await admin.get("/api/v1/runs", params={"agent_id": agent["id"]})).json()
     assert runs["total"] == 4
     assert {(r["kind"], r["status"]) for r in runs["items"]} == {("mcp_session", "completed")}
+
+
+async def test_an_idle_session_ends_and_finishes_its_run(
+    committing_settings: Settings, shop_db: Path
+) -> None:
+    settings = committing_settings.model_copy(update={"mcp_session_idle_s": 0.5})
+    async with (
+        serve_app(create_app(settings)) as url,
+        httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+        ) as admin,
+    ):
+        skill = await post(
+            admin, "skills", {"name": unique("idle"), "description": "d", "content": "c"}
+        )
+        agent = await post(admin, "agents", {"name": unique("idle"), "skill_ids": [skill["id"]]})
+        opened = await admin.post(
+            f"/mcp/agents/{agent['name']}", json=INITIALIZE, headers=MCP_HEADERS
+        )
+        assert opened.status_code == 200, opened.text
+        session_id = opened.headers["mcp-session-id"]
+        run = None
+        for _ in range(100):
+            runs = (await admin.get("/api/v1/runs", params={"agent_id": agent["id"]})).json()
+            (run,) = runs["items"]
+            if run["status"] != "running":
+                break
+            await asyncio.sleep(0.05)
+        assert run is not None
+        assert (run["kind"], run["status"]) == ("mcp_session", "completed")
+        assert (await journal_kinds(admin, run["id"]))[-1] == "run_finished"
+        gone = await admin.post(
+            f"/mcp/agents/{agent['name']}",
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers=MCP_HEADERS | {"Mcp-Session-Id": session_id},
+        )
+        assert gone.status_code == 404
