@@ -185,15 +185,18 @@ class McpEndpoint:
                 ), None
             principal = Principal.of(key, user=request.headers.get(USER_HEADER) or None)
             name = match.group(1) if match else ""
-            agent = await AgentRepository(session).get_by(name=name) if name else None
+            session_id = request.headers.get(MCP_SESSION_ID_HEADER)
+            state = self.sessions.get(session_id) if self.sessions and session_id else None
+            # A live session keeps the agent it was opened with: only the key is read again.
+            agent = state.agent if state is not None and state.agent.name == name else None
+            if agent is None and name:
+                agent = await AgentRepository(session).get_by(name=name)
             await session.commit()
         if agent is None or not principal.may_use(agent.id):
             return _json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return _protocol_refusal(), None
-        session_id = request.headers.get(MCP_SESSION_ID_HEADER)
-        state = self.sessions.get(session_id) if self.sessions and session_id else None
         if state is not None and not state.belongs_to(agent.id, principal.key_id):
             return _json_error(404, "NotFound", "MCP session not found"), None
         return None, Caller(agent=agent, principal=principal)

@@ -58,7 +58,7 @@ class McpSession:
 
     session_id: str
     run_id: uuid.UUID
-    agent_id: uuid.UUID
+    agent: Agent
     principal: Principal
     toolset: AssembledToolset
     phase: ToolPhase
@@ -70,7 +70,7 @@ class McpSession:
 
     def belongs_to(self, agent_id: uuid.UUID, key_id: uuid.UUID) -> bool:
         """A session is used with the agent and the key that opened it (else: not found)."""
-        return self.agent_id == agent_id and self.principal.key_id == key_id
+        return self.agent.id == agent_id and self.principal.key_id == key_id
 
 
 async def assemble_for_mcp(agent: Agent, runs: RunManager) -> AssembledToolset:
@@ -146,7 +146,7 @@ class McpSessions:
         state = McpSession(
             session_id=session_id,
             run_id=run_id,
-            agent_id=agent.id,
+            agent=agent,
             principal=principal,
             toolset=toolset,
             phase=ToolPhase(
@@ -179,9 +179,11 @@ class McpSessions:
             )
             messages: list[ChatMessage] = []
             events: list[RunEvent] = []
+            stored = []
             async for event in state.phase.run([call], state.calls, messages):
                 events.append(event)
-                await state.journal.write(event)
+                stored.append(state.journal.submit(event)[2])  # queued in order, at once
+            await asyncio.gather(*stored)  # the answer goes out once its events are stored
         ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
         loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
         text = (messages[-1].content or "") if messages else ""
