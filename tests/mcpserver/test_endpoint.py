@@ -400,3 +400,49 @@ async def test_an_idle_session_ends_and_finishes_its_run(
             headers=MCP_HEADERS | {"Mcp-Session-Id": session_id},
         )
         assert gone.status_code == 404
+
+
+async def test_openai_agents_sdk_lists_and_calls_through_the_endpoint(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    from agents.mcp import MCPServerStreamableHttp
+
+    agent = await make_agent(admin, shop_db)
+    server = MCPServerStreamableHttp(
+        params={
+            "url": f"{live_url}/mcp/agents/{agent['name']}",
+            "headers": {"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        },
+        client_session_timeout_seconds=30,
+    )
+    async with server:
+        tools = await server.list_tools()
+        assert {t.name for t in tools} == {
+            "http_fetch",
+            "recall_knowledge",
+            "database",
+            "mcp",
+            "read_skill",
+        }
+        by_name = {t.name: t for t in tools}
+        preview = {t["function"]["name"]: t for t in await toolset(admin, agent["id"])}
+        assert by_name["database"].input_schema == preview["database"]["function"]["parameters"]
+        skill = await server.call_tool("read_skill", {"name": agent["skill"]["name"]})
+        assert not skill.is_error
+        assert "Steep 3 min." in "".join(getattr(c, "text", "") for c in skill.content)
+        clock = agent["clock"]["name"]
+        now = await server.call_tool(
+            "mcp",
+            {
+                "subcommand": "call",
+                "server": clock,
+                "tool": "get_current_time",
+                "parameters": {"timezone": "UTC"},
+            },
+        )
+        assert not now.is_error
+    runs = (await admin.get("/api/v1/runs", params={"agent_id": agent["id"]})).json()
+    (run,) = runs["items"]
+    assert (run["kind"], run["status"]) == ("mcp_session", "completed")
+    kinds = await journal_kinds(admin, run["id"])
+    assert kinds.count("tool_result") == 2
