@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from app.config import Settings
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
+from tests.connectors.server_app import LocalServer
 from tests.fixtures.live import read_sse, serve_app
 from tests.mcp.servers import TIME_SERVER
 
@@ -27,7 +28,11 @@ from tests.mcp.servers import TIME_SERVER
 @pytest.fixture(scope="module")
 async def live_url(committing_settings: Settings) -> AsyncIterator[str]:
     settings = committing_settings.model_copy(
-        update={"mcp_stdio_commands": [TIME_SERVER], "tool_timeout_s": 20.0}
+        update={
+            "mcp_stdio_commands": [TIME_SERVER],
+            "tool_timeout_s": 20.0,
+            "egress_allow_cidrs": ["127.0.0.0/8"],  # the recording server lives there
+        }
     )
     async with serve_app(create_app(settings)) as base_url:
         yield base_url
@@ -446,3 +451,73 @@ async def test_openai_agents_sdk_lists_and_calls_through_the_endpoint(
     assert (run["kind"], run["status"]) == ("mcp_session", "completed")
     kinds = await journal_kinds(admin, run["id"])
     assert kinds.count("tool_result") == 2
+
+
+@pytest.fixture(scope="module")
+def recorder() -> Iterator[LocalServer]:
+    server = LocalServer().start()
+    yield server
+    server.stop()
+
+
+async def test_connector_discover_then_execute_reaches_the_upstream(
+    admin: httpx.AsyncClient, live_url: str, recorder: LocalServer
+) -> None:
+    connector = await post(
+        admin,
+        "connectors",
+        {
+            "name": unique("tracker"),
+            "description": "Issue tracker",
+            "base_url": recorder.url,
+            "actions": [
+                {
+                    "name": "get_issue",
+                    "description": "Fetch one issue",
+                    "method": "GET",
+                    "path": "/repos/{repo}/issues/{number}",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            "repo": {"type": "string"},
+                            "number": {"type": "integer"},
+                        },
+                        "required": ["repo", "number"],
+                    },
+                }
+            ],
+        },
+    )
+    agent = await post(
+        admin, "agents", {"name": unique("agent"), "connector_ids": [connector["id"]]}
+    )
+    async with connect(live_url, agent["name"]) as client:
+        assert "connector" in {t.name for t in (await client.list_tools()).tools}
+        found = await client.call_tool(
+            "connector",
+            {"subcommand": "discover", "connector": connector["name"], "action": "get_issue"},
+        )
+        assert not found.is_error, text(found)
+        assert "repo" in text(found)
+        done = await client.call_tool(
+            "connector",
+            {
+                "subcommand": "execute",
+                "connector": connector["name"],
+                "action": "get_issue",
+                "parameters": {"repo": "quiver", "number": 7},
+            },
+        )
+        assert not done.is_error, text(done)
+        assert recorder.last["path"] == "/repos/quiver/issues/7"
+        invalid = await client.call_tool(
+            "connector",
+            {
+                "subcommand": "execute",
+                "connector": connector["name"],
+                "action": "get_issue",
+                "parameters": {"repo": "quiver"},
+            },
+        )
+        assert invalid.is_error
+        assert len(recorder.log) == 1
