@@ -29,7 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.agents.repository import AgentRepository
 from app.apikeys.service import api_key_service
-from app.errors import error_body
+from app.errors import QuiverError, error_body
 from app.mcpserver.sessions import Caller, McpSession, McpSessions, assemble_for_mcp
 from app.runtime import Runtime
 from app.tenancy.principal import USER_HEADER, Principal
@@ -146,15 +146,21 @@ class McpEndpoint:
         sessions = self.sessions
         assert sessions is not None
         toolset = await assemble_for_mcp(caller.agent, sessions.runs)
-        opened: list[str] = []
+        try:
+            state = await sessions.start(caller, toolset)
+        except QuiverError as exc:  # the key's run rate: refused before any MCP exchange
+            await toolset.aclose()
+            await _json_error(exc.status_code, exc.kind, exc.message)(scope, receive, send)
+            return
+        bound = False
 
         async def send_opening(message: Message) -> None:
+            nonlocal bound
             if message["type"] == "http.response.start" and message["status"] < 400:
                 for name, value in message.get("headers", []):
                     if name.lower() == MCP_SESSION_ID_HEADER.encode():
-                        session_id = value.decode("latin-1")
-                        await sessions.open(session_id, caller, toolset=toolset)
-                        opened.append(session_id)
+                        sessions.bind(value.decode("latin-1"), state)
+                        bound = True
             await send(message)
 
         token = _instructions.set(toolset.system_prompt or None)
@@ -162,8 +168,8 @@ class McpEndpoint:
             await self.manager.handle_request(scope, receive, send_opening)
         finally:
             _instructions.reset(token)
-            if not opened:
-                await toolset.aclose()
+            if not bound:  # no session came of it: its run ends at once
+                await sessions.finish(state)
 
     async def _admit(self, scope: Scope) -> tuple[Response | None, Caller | None]:
         """401 without a valid key, 404 for an unknown agent or one the key may not use."""

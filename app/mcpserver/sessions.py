@@ -98,13 +98,18 @@ class McpSessions:
             existing = self.sessions.get(session_id)
             if existing is not None:
                 return existing
-            state = await self._create(session_id, caller, toolset)
-            self.sessions[session_id] = state
+            state = await self.start(caller, toolset)
+            self.bind(session_id, state)
             return state
 
-    async def _create(
-        self, session_id: str, caller: Caller, toolset: AssembledToolset | None
-    ) -> McpSession:
+    def bind(self, session_id: str, state: McpSession) -> None:
+        """The MCP SDK named the session: requests carrying its id reach this state."""
+        state.session_id = session_id
+        self.sessions[session_id] = state
+
+    async def start(self, caller: Caller, toolset: AssembledToolset | None = None) -> McpSession:
+        """Create the session's run (counted against the key's run rate) and journal
+        `run_started`; `QuiverError`s (429) come before any MCP exchange."""
         agent, principal = caller.agent, caller.principal
         run_id = uuid.uuid4()
         self.runs.claim(run_id)
@@ -144,7 +149,7 @@ class McpSessions:
             user=principal.user,
         )
         state = McpSession(
-            session_id=session_id,
+            session_id="",
             run_id=run_id,
             agent=agent,
             principal=principal,
@@ -167,7 +172,7 @@ class McpSessions:
                 tools=[t.name for t in toolset.tools],
             )
         )
-        logger.info("MCP session %s opened as run %s", session_id[:12], run_id)
+        logger.info("MCP session opened as run %s", run_id)
         return state
 
     async def call(self, state: McpSession, name: str, arguments: dict[str, Any]) -> CallOutcome:
@@ -193,8 +198,11 @@ class McpSessions:
         """End the session's run (`run_finished`), after DELETE, idle timeout or shutdown."""
         state = self.sessions.pop(session_id, None)
         self._opening.pop(session_id, None)
-        if state is None:
-            return
+        if state is not None:
+            await self.finish(state)
+
+    async def finish(self, state: McpSession) -> None:
+        """Journal `run_finished` and settle the run; release what the session held."""
         try:
             async with state.lock:
                 event = RunFinished(
@@ -211,7 +219,7 @@ class McpSessions:
 
                 await state.journal.write(event, also=settle)
         except Exception:
-            logger.exception("could not finish the run of MCP session %s", session_id[:12])
+            logger.exception("could not finish the run %s of an MCP session", state.run_id)
         finally:
             self.runs.journal.release(state.run_id)
             self.runs.unclaim(state.run_id)

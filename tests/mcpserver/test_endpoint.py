@@ -521,3 +521,22 @@ async def test_connector_discover_then_execute_reaches_the_upstream(
         )
         assert invalid.is_error
         assert len(recorder.log) == 1
+
+
+async def test_a_key_over_its_run_rate_gets_429_before_any_mcp_exchange(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    agent = await make_agent(admin, shop_db)
+    key = await make_key(admin, rate_limit_per_minute=1)
+    async with connect(live_url, agent["name"], token=key) as client:
+        assert (await client.list_tools()).tools
+    async with httpx.AsyncClient(timeout=30) as raw:
+        refused = await raw.post(
+            f"{live_url}/mcp/agents/{agent['name']}",
+            json=INITIALIZE,
+            headers=MCP_HEADERS | {"Authorization": f"Bearer {key}"},
+        )
+    assert (refused.status_code, refused.json()["error"]) == (429, "RateLimited")
+    assert "mcp-session-id" not in refused.headers
+    runs = (await admin.get("/api/v1/runs", params={"agent_id": agent["id"]})).json()
+    assert runs["total"] == 1
