@@ -8,6 +8,7 @@ hands `tools/list` / `tools/call` to `McpSessions`. The endpoint speaks the sess
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import json
@@ -107,35 +108,56 @@ class McpEndpoint:
 
     @contextlib.asynccontextmanager
     async def running(self, runtime: Runtime) -> AsyncIterator[None]:
-        """Serve sessions for the app's lifetime; open sessions finish their runs at the end."""
-        self.sessions = McpSessions(runtime.runs)
-        self.manager = _SessionManager(
-            self.server, self.sessions, runtime.settings.mcp_session_idle_s
-        )
+        """Serve sessions for the app's lifetime; open sessions finish their runs at the end.
+
+        The SDK's session manager runs in a task of its own: its task group must be left in
+        the task that entered it, and an app's start and end may run in different tasks.
+        """
+        sessions = McpSessions(runtime.runs)
+        manager = _SessionManager(self.server, sessions, runtime.settings.mcp_session_idle_s)
+        ready, stop = asyncio.Event(), asyncio.Event()
+
+        async def serve() -> None:
+            async with manager.run():
+                ready.set()
+                await stop.wait()
+
+        task = asyncio.create_task(serve(), name="mcp-endpoint")
+        waiter = asyncio.create_task(ready.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if task.done():
+            task.result()  # start-up failed: raise it
+        self.sessions, self.manager = sessions, manager
         try:
-            async with self.manager.run():
-                yield
+            yield
         finally:
-            await self.sessions.aclose()
             self.manager = None
+            await sessions.aclose()
+            stop.set()
+            await task
 
     # --- HTTP ----------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        if self.manager is None:  # starting or stopping
+            unavailable = _json_error(503, "Unavailable", "the MCP endpoint is not running")
+            await unavailable(scope, receive, send)
+            return
         response, caller = await self._admit(scope)
         if response is not None:
             await response(scope, receive, send)
             return
         assert caller is not None
-        assert self.manager is not None
         assert self.sessions is not None
         scope.setdefault("state", {})[_STATE_KEY] = caller
         session_id = Request(scope).headers.get(MCP_SESSION_ID_HEADER)
         if session_id is not None:
             if scope["method"] == "DELETE":  # the run is finished when the client hears back
                 await self.sessions.close(session_id)
+            assert self.manager is not None
             await self.manager.handle_request(scope, receive, send)
             return
         await self._open(caller, scope, receive, send)
