@@ -154,8 +154,9 @@ class McpEndpoint:
         assert self.sessions is not None
         scope.setdefault("state", {})[_STATE_KEY] = caller
         session_id = Request(scope).headers.get(MCP_SESSION_ID_HEADER)
-        if session_id is not None:
-            if scope["method"] == "DELETE":  # the run is finished when the client hears back
+        if session_id is not None or scope["method"] != "POST":  # only a POST opens one
+            if session_id is not None and scope["method"] == "DELETE":
+                # The run is finished before the client hears back.
                 await self.sessions.close(session_id)
             assert self.manager is not None
             await self.manager.handle_request(scope, receive, send)
