@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     ),
     **dict.fromkeys(("pipeline", "reasoning"), 4),
     "chat": 5,
-    **dict.fromkeys(("api", "main", "cli", "runtime", "deps", "ui", "migrations"), 6),
+    **dict.fromkeys(("api", "main", "cli", "runtime", "deps", "ui", "migrations", "mcpserver"), 6),
 }
 # Alembic needs every model in one metadata: the registry imports all domains on purpose.
 EXEMPT = {"app/db/registry.py"}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.apikeys.models import ApiKey
 from app.apikeys.service import api_key_service
@@ -34,7 +36,23 @@ async def require_admin(key: Annotated[ApiKey, Depends(_authenticate)]) -> ApiKe
     return key
 
 
-async def require_chat(key: Annotated[ApiKey, Depends(_authenticate)]) -> ApiKey:
+ChatKeyFallback = Callable[[Request, AsyncSession], Awaitable[ApiKey | None]]
+"""Another way to name a chat-scope key when no `Authorization` header is sent; the app
+factory registers the console's session check as `app.state.chat_key_fallback`."""
+
+
+async def _authenticate_chat(request: Request, session: SessionDep) -> ApiKey:
+    """A bearer key, or else what the registered fallback (the console session) names."""
+    fallback: ChatKeyFallback | None = getattr(request.app.state, "chat_key_fallback", None)
+    if "authorization" not in request.headers and fallback is not None:
+        key = await fallback(request, session)
+        if key is not None:
+            request.state.api_key_id = str(key.id)
+            return key
+    return await _authenticate(request, session)
+
+
+async def require_chat(key: Annotated[ApiKey, Depends(_authenticate_chat)]) -> ApiKey:
     if not {"admin", "chat"} & set(key.scopes):
         raise Forbidden("this route needs an API key with scope 'chat' or 'admin'")
     return key
