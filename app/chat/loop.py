@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from app.agents.models import Agent
+from app.approvals.gate import ApprovalGate
 from app.audit.record import tool_call_row
 from app.chat.context import compact
 from app.chat.selector import llm_selector
@@ -34,6 +35,7 @@ from app.events import (
 from app.llm.client import LlmClient, LlmError
 from app.llm.types import ChatMessage, Completion, TextDelta, Usage
 from app.pipeline.assemble import assemble_toolset
+from app.pipeline.mode import parse_agent_config
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.hydrate import prehydrate, schema_tool_args
 from app.tools.backends import Backends
@@ -61,6 +63,8 @@ class RunDeps:
     backends: Backends
     llm: LlmClient
     cancel: asyncio.Event
+    approvals: ApprovalGate | None = None
+    """Decides calls that wait for a person; none: such calls fail."""
 
 
 @dataclass
@@ -241,6 +245,8 @@ class ReactRun:
                 timeout_s=self.deps.settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
                 audit=self.deps.backends.tool_audit,
+                approval=parse_agent_config(inp.agent.model_config_json).approval,
+                gate=self.deps.approvals,
             )
             async for event in self._iterate(toolset, messages, phase):
                 yield event

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
+from app.approvals.stored import StoredApprovalGate
 from app.chat.hub import CANCEL_PREFIX, CHANNEL, RunHub
 from app.chat.journal import JournalBatcher, JournalWriter
 from app.chat.loop import ReactRun, RunDeps, RunInput
@@ -228,7 +229,18 @@ class RunManager:
     async def _execute(self, active: ActiveRun, inp: RunInput) -> None:
         journal = JournalWriter(run_id=active.run_id, batcher=self.journal)
         deps = RunDeps(
-            settings=self.settings, backends=self.backends, llm=self._llm(), cancel=active.cancel
+            settings=self.settings,
+            backends=self.backends,
+            llm=self._llm(),
+            cancel=active.cancel,
+            approvals=StoredApprovalGate(
+                sessionmaker=self.sessionmaker,
+                hub=self.hub,
+                run_id=active.run_id,
+                api_key_id=uuid.UUID(inp.api_key_id) if inp.api_key_id else None,
+                user=inp.user,
+                cancel=active.cancel,
+            ),
         )
         run = ReactRun(deps=deps, inp=inp)
         terminal: RunEvent | None = None

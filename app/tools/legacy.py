@@ -18,6 +18,7 @@ from app.tools.backends import ConnectorBackend, DatabaseBackend, McpBackend
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.cache import DERIVED, row_key
 from app.tools.function import FunctionTool, FunctionToolset, Handler, with_step
+from app.tools.meta.connector import confirmation_needed
 from app.tools.meta.database import describe_table, find_table, list_tables_text, run_query
 from app.tools.names import NameAllocator, sanitize_tool_name
 from app.tools.render import clip_output, model_schema, one_line
@@ -29,6 +30,8 @@ def _connector_handler(
     backend: ConnectorBackend, connector: Connector, action: ConnectorAction
 ) -> Handler:
     async def handle(args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        if action.requires_confirmation and not ctx.approved:
+            return confirmation_needed(connector, action)
         result = await backend.execute(connector, action, args, ctx)
         return with_step(result, f"connector:{connector.name}/{action.name}")
 
