@@ -73,4 +73,3 @@ async def list_approvals(
     )
     items = [ApprovalRead.model_validate(row) for row in rows]
     return Page(items=items, total=total, limit=page.limit, offset=page.offset)
-

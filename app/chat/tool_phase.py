@@ -29,7 +29,6 @@ from app.security.redact import redact, redact_text
 from app.tools.backends import ToolAuditBackend
 from app.tools.base import CallContext, ToolResult
 
-
 Planned = tuple[ToolCallRequest, dict[str, Any] | None, str | None, str]
 """One call of the turn: the request, its parsed arguments or the parse error, its step."""
 
