@@ -7,6 +7,8 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from sqlalchemy.exc import DBAPIError
+
 from app.config import ConfigError, Settings, load_settings
 
 
@@ -106,8 +108,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"quiver: {exc}\n")
         return 2
-    result: int = args.func(settings, args)
+    try:
+        result: int = args.func(settings, args)
+    except (DBAPIError, OSError) as exc:
+        # A database that does not exist, refuses the connection or rejects the login: one
+        # line naming it (password hidden) instead of a driver traceback.
+        reason = _first_line(exc.orig or exc if isinstance(exc, DBAPIError) else exc)
+        sys.stderr.write(f"quiver: cannot use the database {_safe_url(settings)}: {reason}\n")
+        return 1
     return result
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _safe_url(settings: Settings) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        url = make_url(settings.database_url or settings.async_database_url)
+        return url.render_as_string(hide_password=True)
+    except Exception:
+        return "(unparsable URL)"
 
 
 if __name__ == "__main__":

@@ -72,6 +72,13 @@ class Settings(BaseSettings):
     """Postgres connections kept open per process (each live run writes its journal through it)."""
     db_max_overflow: int = Field(30, ge=0, le=1000)
     db_pool_timeout_s: float = Field(30.0, gt=0)
+    journal_retry_s: float = Field(60.0, gt=0)
+    """How long storing a run event is retried (storage restarting) before the run fails
+    with `journal_unavailable`."""
+    worker_heartbeat_s: float = Field(10.0, gt=0)
+    """How often each gateway process records that it is alive and closes lost runs."""
+    worker_lost_after_s: float = Field(30.0, gt=0)
+    """A process silent this long is dead: its runs are closed as `run_lost`."""
     secret_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     """Comma-separated Fernet keys: the first encrypts, all decrypt."""
     admin_token: SecretStr | None = None

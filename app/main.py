@@ -54,7 +54,12 @@ def create_app(
         engine = create_engine(settings)
         app.state.engine = engine
         app.state.sessionmaker = sessionmaker or create_sessionmaker(engine)
-        runtime = await Runtime.start(settings, app.state.sessionmaker, app.state.metrics)
+        runtime = await Runtime.start(
+            settings,
+            app.state.sessionmaker,
+            app.state.metrics,
+            background=create_sessionmaker(engine) if sessionmaker is not None else None,
+        )
         app.state.runtime = runtime
         try:
             await seed_admin_key(app, settings)

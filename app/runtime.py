@@ -47,8 +47,15 @@ class Runtime:
 
     @classmethod
     async def start(
-        cls, settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], metrics: Metrics
+        cls,
+        settings: Settings,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        metrics: Metrics,
+        *,
+        background: async_sessionmaker[AsyncSession] | None = None,
     ) -> Runtime:
+        """`background`: sessions for the worker heartbeat, when `sessionmaker` is bound to
+        one connection (tests): the heartbeat must not share it with requests."""
         # Pinned connects for tool traffic (egress-checked); the LLM uses it directly too.
         http = new_http_client(settings, strict=False)
         audit = AuditSink(sessionmaker)
@@ -75,7 +82,9 @@ class Runtime:
             backends=backends,
             llm=LlmClient.from_settings(settings, http=http) if settings.llm_configured else None,
             on_finished=lambda status: metrics.runs.labels(status).inc(),
+            background=background,
         )
+        await runs.open()
         runtime = cls(
             settings=settings,
             sessionmaker=sessionmaker,

@@ -3,8 +3,31 @@
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+DATA_ENV = "QUIVER_BENCH_DATA"
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def bench_data_dir(*required: str) -> Path:
+    """The benchmark datasets: `$QUIVER_BENCH_DATA`, else `../shared/data` beside the repository.
+
+    They are not part of the repository. When the folder (or one of the `required` paths inside
+    it) is missing, the benchmark stops with exit status 2 and one line saying where it looked.
+    """
+    env = os.environ.get(DATA_ENV)
+    root = Path(env) if env else DEFAULT_DATA
+    missing = [root / r for r in required if not (root / r).exists()]
+    if not root.is_dir() or missing:
+        where = f"${DATA_ENV}={env}" if env else f"{DEFAULT_DATA} (set ${DATA_ENV} to override)"
+        what = ", ".join(str(m) for m in missing) if missing else str(root)
+        sys.stderr.write(f"bench: dataset not found: {what}; expected under {where}\n")
+        raise SystemExit(2)
+    return root
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import uuid
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ from app.pipeline.preview import count_prompt_tokens
 from app.skills.models import Skill
 from app.tools.backends import Backends
 from app.tools.base import ToolResult
-from bench.common import percentile, print_table
+from bench.common import bench_data_dir, percentile, print_table
 
 SCALES = (1, 4, 16)
 WARMUP = 20
@@ -96,8 +95,7 @@ _SOP = (
 
 
 def data_dir() -> Path:
-    env = os.environ.get("QUIVER_BENCH_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    return bench_data_dir("catalogs/github-mcp-server")
 
 
 def github_tools() -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ has a `candidates` field. Irrelevance files (no gold) report the abstain rate in
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,16 +20,13 @@ from typing import Any
 
 from app.pipeline.ranker import LexicalRanker, ScoredTool
 from app.tools.base import ToolDef
-from bench.common import percentile, print_table
+from bench.common import bench_data_dir, percentile, print_table
 
 KS = (3, 5, 6, 10)
 
 
 def data_dir() -> Path:
-    env = os.environ.get("QUIVER_BENCH_DATA")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    return bench_data_dir("selection")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

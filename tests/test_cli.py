@@ -140,3 +140,38 @@ async def test_rotate_secrets_on_sqlite(
 
     monkeypatch.setenv("QUIVER_SECRET_KEYS", new)
     assert await status_with(key, "/api/v1/connectors") == 200
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("postgresql://postgres:pw-hidden@127.0.0.1:5432/quiver_no_such_db_h5", "does not exist"),
+        ("postgresql://postgres:pw-hidden@127.0.0.1:1/quiver", "Connect call failed"),
+    ],
+)
+@pytest.mark.parametrize("command", ["serve", "migrate"])
+def test_an_unusable_database_is_one_clear_line(
+    command: str, url: str, reason: str, tmp_path: Path
+) -> None:
+    """The real CLI process: one line on stderr naming the database, no traceback, exit 1."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("QUIVER_")}
+    env.update(QUIVER_DATABASE_URL=url, QUIVER_DATA_DIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", command],
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("quiver: cannot use the database postgresql://postgres:***@127.0.0.1:")
+    assert reason in line
+    assert "pw-hidden" not in line

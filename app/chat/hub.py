@@ -70,6 +70,15 @@ class RunHub:
             logger.warning("run fan-out across workers disabled: %s", type(exc).__name__)
             self._listener = None
 
+    async def ensure_listening(self, settings: Settings) -> None:
+        """Listen again if the connection was lost (the database restarted)."""
+        if settings.is_sqlite:
+            return
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        await self.aclose()
+        await self.start(settings)
+
     async def aclose(self) -> None:
         if self._listener is not None:
             with contextlib.suppress(Exception):

@@ -4,6 +4,11 @@ Events of all runs in this process are committed together: a `JournalBatcher` ta
 has queued up while the previous transaction ran and writes it in one transaction (one
 multi-row INSERT, one NOTIFY per run). Under load that turns four round trips per event into
 four per batch; a lone event still goes out at once.
+
+The journal never has a gap: while storage is unreachable (a database restart) a batch is
+retried with backoff for up to `journal_retry_s`. An event that still cannot be stored marks
+its run broken: the run's later events are refused, and its final event (`run_failed`) takes
+the failed event's number.
 """
 
 from __future__ import annotations
@@ -11,16 +16,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import insert, text
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.hub import CHANNEL, RunHub
 from app.chat.models import RunEventRecord
+from app.chat.repository import JournalRepository
 from app.events import RunEvent, event_from_record, event_payload
 from app.security.redact import redact
 
@@ -44,15 +52,55 @@ class _Pending:
         return {"run_id": self.run_id, "seq": self.seq, "kind": self.kind, "data": self.data}
 
 
+class JournalUnavailable(Exception):
+    """An event of the run could not be stored: later events are refused (never a gap)."""
+
+
+_TRANSIENT_STATES = ("08", "40", "53", "57P")
+"""SQLSTATE classes: connection lost, transaction rollback, resources, server shutting down or
+starting up."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Storage errors worth retrying (connection lost, server restarting, pool exhausted,
+    SQLite busy); constraint and data errors are not."""
+    if isinstance(exc, IntegrityError | DataError | ProgrammingError | TypeError | ValueError):
+        return False
+    if isinstance(exc, DBAPIError) and not exc.connection_invalidated:
+        state = getattr(exc.orig, "sqlstate", None)
+        if isinstance(state, str) and state:
+            return state.startswith(_TRANSIENT_STATES)
+    return True
+
+
 class JournalBatcher:
     def __init__(
-        self, *, sessionmaker: async_sessionmaker[AsyncSession], hub: RunHub, notify: bool
+        self,
+        *,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        hub: RunHub,
+        notify: bool,
+        retry_s: float = 60.0,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._hub = hub
         self._notify = notify
+        self._retry_s = retry_s
         self._queue: list[_Pending] = []
         self._task: asyncio.Task[None] | None = None
+        self._broken: dict[uuid.UUID, int] = {}
+
+    def broken_at(self, run_id: uuid.UUID) -> int | None:
+        """The seq of the run's first event that could not be stored, if any."""
+        return self._broken.get(run_id)
+
+    def mend(self, run_id: uuid.UUID) -> None:
+        """Accept the run's events again (its final event replaces the one that failed)."""
+        self._broken.pop(run_id, None)
+
+    def release(self, run_id: uuid.UUID) -> None:
+        """The run is over: forget its state."""
+        self._broken.pop(run_id, None)
 
     def enqueue(
         self, run_id: uuid.UUID, seq: int, kind: str, data: dict[str, Any], also: Also | None
@@ -68,21 +116,76 @@ class JournalBatcher:
     async def _drain(self) -> None:
         while self._queue:
             batch, self._queue = self._queue[:_MAX_BATCH], self._queue[_MAX_BATCH:]
+            batch = [p for p in batch if not self._refused(p)]
             try:
-                await self._commit(batch)
-            except Exception:
-                # One bad event must not fail the others: retry each in its own transaction.
-                for pending in batch:
-                    try:
-                        await self._commit([pending])
-                    except Exception as exc:
-                        if not pending.done.done():
-                            pending.done.set_exception(exc)
+                await self._commit_retrying(batch)
+            except Exception as exc:
+                if is_transient(exc):  # storage stayed away for `retry_s`: these runs fail
+                    for pending in batch:
+                        self._fail(pending, exc)
+                else:  # one bad event must not fail the other runs: each in its own transaction
+                    for pending in batch:
+                        if self._refused(pending):
+                            continue
+                        try:
+                            await self._commit_retrying([pending])
+                        except Exception as single:
+                            self._fail(pending, single)
             for pending in batch:
                 if not pending.done.done():
                     pending.done.set_result(None)
             for run_id in {p.run_id for p in batch}:
                 self._hub.wake(run_id)
+
+    def _refused(self, pending: _Pending) -> bool:
+        broken = self._broken.get(pending.run_id)
+        if broken is None or pending.seq < broken:
+            return False
+        if not pending.done.done():
+            pending.done.set_exception(
+                JournalUnavailable(f"event {broken} of run {pending.run_id} was not stored")
+            )
+        return True
+
+    def _fail(self, pending: _Pending, exc: Exception) -> None:
+        broken = self._broken.get(pending.run_id)
+        if broken is None or pending.seq < broken:
+            self._broken[pending.run_id] = pending.seq
+        if not pending.done.done():
+            pending.done.set_exception(exc)
+
+    async def _commit_retrying(self, batch: list[_Pending]) -> None:
+        """Commit, retrying with backoff while storage is unreachable (up to `retry_s`)."""
+        if not batch:
+            return
+        deadline = time.monotonic() + self._retry_s
+        delay, interrupted = 0.05, False
+        while True:
+            try:
+                await self._commit(batch)
+                return
+            except IntegrityError:
+                if interrupted and await self._stored(batch):
+                    # The connection broke after the commit was sent, and it did go through.
+                    return
+                raise
+            except Exception as exc:
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
+                    raise
+                if not interrupted:
+                    logger.warning("storing run events failed (%s); retrying", type(exc).__name__)
+                interrupted = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    async def _stored(self, batch: list[_Pending]) -> bool:
+        """Is every event of the batch in the journal already?"""
+        wanted = {(p.run_id, p.seq, p.kind) for p in batch}
+        async with self._sessionmaker() as session:
+            found = await JournalRepository(session).present(
+                {p.run_id for p in batch}, {p.seq for p in batch}
+            )
+        return wanted <= found
 
     async def _commit(self, batch: list[_Pending]) -> None:
         async with self._sessionmaker() as session:
@@ -110,8 +213,6 @@ class JournalWriter:
     def __init__(self, *, run_id: uuid.UUID, batcher: JournalBatcher) -> None:
         self.run_id = run_id
         self.seq = 0
-        self.last_clean: RunEvent | None = None
-        """The redacted form of the event last passed to `write` (even if storing it failed)."""
         self._batcher = batcher
 
     def submit(
@@ -125,12 +226,23 @@ class JournalWriter:
         data = redact(event_payload(event))
         clean = event_from_record(event.kind, data)
         self.seq += 1
-        self.last_clean = clean
         stored = self._batcher.enqueue(self.run_id, self.seq, event.kind, data, also)
         return self.seq, clean, stored
 
+    @property
+    def broken(self) -> bool:
+        """Did storing one of this run's events fail (so later ones are refused)?"""
+        return self._batcher.broken_at(self.run_id) is not None
+
     async def write(self, event: RunEvent, *, also: Also | None = None) -> tuple[int, RunEvent]:
-        """Persist one event and wait for it: (seq, redacted event)."""
+        """Persist one event and wait for it: (seq, redacted event).
+
+        After a storing failure the event takes the place of the first one that was not
+        stored, so the journal stays contiguous."""
+        broken = self._batcher.broken_at(self.run_id)
+        if broken is not None:
+            self.seq = broken - 1
+            self._batcher.mend(self.run_id)
         seq, clean, stored = self.submit(event, also=also)
         await stored
         return seq, clean

@@ -4,7 +4,17 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, ForeignKey, Integer, String, Text, UniqueConstraint, Uuid
+from sqlalchemy import (
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, IdMixin, TimestampMixin, utcnow
@@ -44,8 +54,21 @@ class Message(IdMixin, Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+RUNNING_FILTER = text("status = 'running'")
+
+
 class Run(IdMixin, TimestampMixin, Base):
     __tablename__ = "runs"
+    __table_args__ = (
+        # One run in progress per conversation, enforced by the store (every worker, both stores).
+        Index(
+            "uq_runs_running_conversation",
+            "conversation_id",
+            unique=True,
+            postgresql_where=RUNNING_FILTER,
+            sqlite_where=RUNNING_FILTER,
+        ),
+    )
 
     conversation_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("conversations.id", ondelete="CASCADE"), index=True
@@ -64,6 +87,8 @@ class Run(IdMixin, TimestampMixin, Base):
     )
     user: Mapped[str | None] = mapped_column(String(256), default=None)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    worker_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
+    """The gateway process executing the run (see `Worker`)."""
 
 
 class RunEventRecord(Base):
@@ -80,3 +105,18 @@ class RunEventRecord(Base):
     kind: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Worker(Base):
+    """One gateway process that executes runs; it refreshes `heartbeat_at` while it lives.
+
+    A run whose worker stopped beating is closed as `run_failed {code: run_lost}`.
+    """
+
+    __tablename__ = "workers"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    host: Mapped[str] = mapped_column(String(255), default="")
+    pid: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

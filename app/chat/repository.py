@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, exists, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.chat.models import Conversation, Message, Run, RunEventRecord
+from app.chat.models import Conversation, Message, Run, RunEventRecord, Worker
 from app.db.base import utcnow
 from app.kit.repository import RepositoryBase
 
@@ -70,6 +71,42 @@ class RunRepository(RepositoryBase[Run]):
         latest = await self.session.scalar(stmt)
         return _aware(latest or run.created_at)
 
+    async def close_lost(self, run_id: uuid.UUID, kind: str, data: dict[str, Any]) -> int | None:
+        """End a run nobody executes any more with one final event after its last one.
+
+        Returns the event's seq, or None when the run was no longer running (closed by
+        someone else meanwhile: the guarded UPDATE makes concurrent closers safe)."""
+        error = data.get("error")
+        closed = await self.session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.status == RUNNING)
+            .values(status="failed", error=error, finished_at=utcnow(), updated_at=utcnow())
+        )
+        if getattr(closed, "rowcount", 0) != 1:
+            return None
+        stmt = select(func.max(RunEventRecord.seq)).where(RunEventRecord.run_id == run_id)
+        seq = int(await self.session.scalar(stmt) or 0) + 1
+        await self.append_event(run_id, seq, kind, data)
+        return seq
+
+    async def orphaned(
+        self, *, me: uuid.UUID, lost_before: datetime, only_worker_alive: bool
+    ) -> list[Run]:
+        """Running runs of other workers that are dead (no heartbeat since `lost_before`, or
+        no worker at all). With `only_worker_alive` (a single-process store) every other
+        worker counts as dead."""
+        stmt = select(Run).where(Run.status == RUNNING)
+        if only_worker_alive:
+            stmt = stmt.where((Run.worker_id != me) | Run.worker_id.is_(None))
+        else:
+            alive = exists().where(Worker.id == Run.worker_id, Worker.heartbeat_at >= lost_before)
+            stmt = stmt.where(~alive)
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def running_of_worker(self, worker_id: uuid.UUID) -> list[Run]:
+        stmt = select(Run).where(Run.status == RUNNING, Run.worker_id == worker_id)
+        return list((await self.session.execute(stmt)).scalars().all())
+
     async def request_cancel(self, run_id: uuid.UUID) -> None:
         await self.session.execute(
             update(Run).where(Run.id == run_id).values(cancel_requested=True)
@@ -103,3 +140,48 @@ class ConversationRepository(RepositoryBase[Conversation]):
                 Message(conversation_id=conversation_id, run_id=run_id, seq=seq + offset, **msg)
             )
         await self.session.flush()
+
+
+class WorkerRepository:
+    """Heartbeats of the gateway processes that execute runs."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def beat(self, worker_id: uuid.UUID, *, host: str, pid: int) -> None:
+        """Record that the worker is alive (registering it on its first beat)."""
+        now = utcnow()
+        updated = await self.session.execute(
+            update(Worker).where(Worker.id == worker_id).values(heartbeat_at=now)
+        )
+        if getattr(updated, "rowcount", 0) == 0:
+            await self.session.execute(
+                insert(Worker).values(
+                    id=worker_id, host=host, pid=pid, started_at=now, heartbeat_at=now
+                )
+            )
+
+    async def alive(self, worker_id: uuid.UUID, *, lost_before: datetime) -> bool:
+        stmt = select(Worker.heartbeat_at).where(Worker.id == worker_id)
+        beat = await self.session.scalar(stmt)
+        return beat is not None and _aware(beat) >= lost_before
+
+    async def forget_dead(self, *, lost_before: datetime) -> None:
+        await self.session.execute(delete(Worker).where(Worker.heartbeat_at < lost_before))
+
+    async def forget(self, worker_id: uuid.UUID) -> None:
+        await self.session.execute(delete(Worker).where(Worker.id == worker_id))
+
+
+class JournalRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def present(
+        self, run_ids: set[uuid.UUID], seqs: set[int]
+    ) -> set[tuple[uuid.UUID, int, str]]:
+        """(run_id, seq, kind) of the stored events among these runs and numbers."""
+        stmt = select(RunEventRecord.run_id, RunEventRecord.seq, RunEventRecord.kind).where(
+            RunEventRecord.run_id.in_(run_ids), RunEventRecord.seq.in_(seqs)
+        )
+        return {(r, s, k) for r, s, k in (await self.session.execute(stmt)).all()}

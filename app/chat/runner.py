@@ -10,23 +10,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import select, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.approvals.stored import StoredApprovalGate
 from app.chat.hub import CANCEL_PREFIX, CHANNEL, RunHub
-from app.chat.journal import JournalBatcher, JournalWriter
+from app.chat.journal import JournalBatcher, JournalWriter, is_transient
 from app.chat.loop import ReactRun, RunDeps, RunInput
 from app.chat.models import Conversation, Message, Run
-from app.chat.repository import ConversationRepository, RunRepository
+from app.chat.repository import ConversationRepository, RunRepository, WorkerRepository
 from app.chat.schemas import ChatRequest
 from app.config import Settings
 from app.db.base import utcnow
@@ -40,9 +44,8 @@ from app.tenancy.principal import Principal
 from app.tools.backends import Backends
 
 logger = logging.getLogger("quiver.runs")
-RUN_STALE_AFTER = timedelta(minutes=15)
-"""Longer than any model call plus tool call, with retries (both default to ≤ 2 minutes)."""
-Published = tuple[int, RunEvent]
+Published = tuple[int, RunEvent] | None
+"""An event for live subscribers (None: the stream ends without a stored final event)."""
 Submitted = tuple[int, RunEvent, "asyncio.Future[None]"]
 
 
@@ -53,6 +56,7 @@ class ActiveRun:
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     subscribers: list[asyncio.Queue[Published]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
+    journal_failed: bool = False
 
     def subscribe(self) -> asyncio.Queue[Published]:
         queue: asyncio.Queue[Published] = asyncio.Queue()
@@ -66,6 +70,23 @@ class ActiveRun:
     def publish(self, item: Published) -> None:
         for queue in self.subscribers:
             queue.put_nowait(item)
+
+
+def journal_unavailable() -> RunFailed:
+    return RunFailed(
+        error=ErrorInfo(
+            code="journal_unavailable",
+            message="the run's events could not be stored; the run was stopped",
+        )
+    )
+
+
+def lost_event() -> RunFailed:
+    return RunFailed(
+        error=ErrorInfo(
+            code="run_lost", message="the process running this run stopped before it finished"
+        )
+    )
 
 
 def history_from_rows(rows: list[Message]) -> list[ChatMessage]:
@@ -109,6 +130,7 @@ class RunManager:
         backends: Backends,
         llm: LlmClient | None,
         on_finished: Callable[[str], None] | None = None,
+        background: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
         self.settings = settings
         self.sessionmaker = sessionmaker
@@ -117,83 +139,193 @@ class RunManager:
         self.llm = llm
         self.on_finished = on_finished
         self.active: dict[uuid.UUID, ActiveRun] = {}
+        self.background = background or sessionmaker
         self.journal = JournalBatcher(
-            sessionmaker=sessionmaker, hub=hub, notify=not settings.is_sqlite
+            sessionmaker=sessionmaker,
+            hub=hub,
+            notify=not settings.is_sqlite,
+            retry_s=settings.journal_retry_s,
         )
         hub.on_cancel = self._cancel_local
+        self.worker_id = uuid.uuid4()
+        """This process, as the owner of the runs it executes (see `Worker`)."""
+        self._claimed: set[uuid.UUID] = set()
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._beating_since: float | None = None
+
+    # --- worker heartbeat and lost runs ---------------------------------------------------
+
+    async def open(self) -> None:
+        """Register this worker, close runs lost by dead ones, then keep beating."""
+        try:
+            await self.beat_and_sweep()
+        except Exception:  # storage down at start-up: the heartbeat loop retries
+            logger.exception("worker heartbeat failed")
+        self._heartbeat = asyncio.create_task(self._beat_forever(), name="worker-heartbeat")
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.worker_heartbeat_s)
+            try:
+                await self.beat_and_sweep()
+            except Exception:
+                logger.exception("worker heartbeat failed")
+
+    def _lost_before(self) -> datetime:
+        return utcnow() - timedelta(seconds=self.settings.worker_lost_after_s)
+
+    def _judging(self) -> bool:
+        """May this worker declare others dead? Only after beating without a break for
+        `worker_lost_after_s`: after a storage outage every heartbeat is old, and live
+        workers need that long to beat again."""
+        if self.settings.is_sqlite:
+            return True
+        since = self._beating_since
+        return since is not None and time.monotonic() - since >= self.settings.worker_lost_after_s
+
+    async def beat_and_sweep(self) -> None:
+        try:
+            async with self.background() as session:
+                await WorkerRepository(session).beat(
+                    self.worker_id, host=socket.gethostname(), pid=os.getpid()
+                )
+                await session.commit()
+        except Exception:
+            self._beating_since = None
+            raise
+        if self._beating_since is None:
+            self._beating_since = time.monotonic()
+        await self.hub.ensure_listening(self.settings)
+        judging = self._judging()
+        async with self.background() as session:
+            repo = RunRepository(session)
+            mine = await repo.running_of_worker(self.worker_id)
+            lost = [r for r in mine if r.id not in self.active and r.id not in self._claimed]
+            if judging:
+                lost += await repo.orphaned(
+                    me=self.worker_id,
+                    lost_before=self._lost_before(),
+                    only_worker_alive=self.settings.is_sqlite,
+                )
+        for run in mine:
+            if run.cancel_requested:  # in case the cancel notification was missed
+                self._cancel_local(run.id)
+        for run in lost:
+            async with self.background() as session:
+                await self._close_lost(session, run.id)
+                await session.commit()
+            self.hub.wake(run.id)
+        if judging:
+            async with self.background() as session:
+                await WorkerRepository(session).forget_dead(lost_before=self._lost_before())
+                await session.commit()
+
+    async def _close_lost(self, session: AsyncSession, run_id: uuid.UUID) -> bool:
+        """Journal `run_failed {code: run_lost}` and end the run (in the caller's transaction)."""
+        event = lost_event()
+        seq = await RunRepository(session).close_lost(run_id, event.kind, event_payload(event))
+        if seq is None:
+            return False
+        logger.warning("run %s was lost with its worker; closed as run_lost", run_id)
+        if not self.settings.is_sqlite:
+            await session.execute(
+                text("SELECT pg_notify(:c, :p)"), {"c": CHANNEL, "p": str(run_id)}
+            )
+        return True
+
+    async def _executed_somewhere(self, session: AsyncSession, run: Run) -> bool:
+        """Is a live worker executing this running run?"""
+        if run.worker_id == self.worker_id:
+            return run.id in self.active or run.id in self._claimed
+        if self.settings.is_sqlite or run.worker_id is None:
+            return False  # one process per SQLite store: nobody else runs it
+        if not self._judging():
+            return True
+        return await WorkerRepository(session).alive(run.worker_id, lost_before=self._lost_before())
 
     # --- start ---------------------------------------------------------------------------
 
     async def _prepare(
         self, req: ChatRequest, principal: Principal
     ) -> tuple[Agent, Run, list[ChatMessage]]:
-        async with self.sessionmaker() as session:
-            agent = await AgentRepository(session).get(req.agent_id)
-            if agent is None or not principal.may_use(agent.id):
-                raise NotFound(f"agent {str(req.agent_id)!r} not found")
-            # First, before any row that references the key: its lock orders concurrent starts.
-            # A refusal below rolls the count back with everything else.
-            await count_run_start(session, principal)
-            conversations = ConversationRepository(session)
-            if req.conversation_id is not None:
-                stmt = (
-                    select(Conversation)
-                    .where(Conversation.id == req.conversation_id)
-                    .with_for_update()
-                )
-                conversation = (await session.execute(stmt)).scalar_one_or_none()
-                conversation = principal.owned(conversation, "conversation", req.conversation_id)
-                if conversation.agent_id != agent.id:
-                    raise Invalid("conversation_id: the conversation belongs to another agent")
-                if await self._blocking_run(session, conversation.id):
-                    raise Conflict(
-                        "a run is already in progress in this conversation; wait for it to "
-                        "finish or cancel it (POST /api/v1/runs/{run_id}/cancel)"
-                    )
-                history = history_from_rows(await conversations.messages(conversation.id))
-            else:
-                conversation = Conversation(
-                    agent_id=agent.id,
-                    title=req.message[:80],
-                    api_key_id=principal.key_id,
-                    user=principal.user,
-                )
-                session.add(conversation)
-                await session.flush()
-                history = []
-            run = Run(
-                conversation_id=conversation.id,
+        run_id = uuid.uuid4()
+        self._claimed.add(run_id)
+        try:
+            async with self.sessionmaker() as session:
+                try:
+                    agent, run, history = await self._create_run(session, req, principal, run_id)
+                    await session.commit()
+                except IntegrityError as exc:
+                    # The store allows one running run per conversation (all workers).
+                    raise self._busy() from exc
+        except BaseException:
+            self._claimed.discard(run_id)
+            raise
+        return agent, run, history
+
+    @staticmethod
+    def _busy() -> Conflict:
+        return Conflict(
+            "a run is already in progress in this conversation; wait for it to "
+            "finish or cancel it (POST /api/v1/runs/{run_id}/cancel)"
+        )
+
+    async def _create_run(
+        self, session: AsyncSession, req: ChatRequest, principal: Principal, run_id: uuid.UUID
+    ) -> tuple[Agent, Run, list[ChatMessage]]:
+        """The run and the user's message, stored together before the run starts."""
+        agent = await AgentRepository(session).get(req.agent_id)
+        if agent is None or not principal.may_use(agent.id):
+            raise NotFound(f"agent {str(req.agent_id)!r} not found")
+        # First, before any row that references the key: its lock orders concurrent starts.
+        # A refusal below rolls the count back with everything else.
+        await count_run_start(session, principal)
+        conversations = ConversationRepository(session)
+        if req.conversation_id is not None:
+            stmt = (
+                select(Conversation).where(Conversation.id == req.conversation_id).with_for_update()
+            )
+            conversation = (await session.execute(stmt)).scalar_one_or_none()
+            conversation = principal.owned(conversation, "conversation", req.conversation_id)
+            if conversation.agent_id != agent.id:
+                raise Invalid("conversation_id: the conversation belongs to another agent")
+            if await self._blocking_run(session, conversation.id):
+                raise self._busy()
+            history = history_from_rows(await conversations.messages(conversation.id))
+        else:
+            conversation = Conversation(
                 agent_id=agent.id,
+                title=req.message[:80],
                 api_key_id=principal.key_id,
                 user=principal.user,
             )
-            session.add(run)
-            await session.commit()
+            session.add(conversation)
+            await session.flush()
+            history = []
+        run = Run(
+            id=run_id,
+            conversation_id=conversation.id,
+            agent_id=agent.id,
+            worker_id=self.worker_id,
+            api_key_id=principal.key_id,
+            user=principal.user,
+        )
+        session.add(run)
+        await session.flush()
+        await conversations.add_messages(
+            conversation.id, run_id, [message_row(ChatMessage.user(req.message))]
+        )
         return agent, run, history
 
     async def _blocking_run(self, session: AsyncSession, conversation_id: uuid.UUID) -> bool:
-        """Is a run still in progress here? A run whose process died (no event for
-        `RUN_STALE_AFTER`, and not one of ours) is closed as lost instead of blocking forever."""
-        repo = RunRepository(session)
-        run = await repo.running_in_conversation(conversation_id)
+        """Is a run still in progress here? A run whose worker died is closed as lost
+        (`run_failed {code: run_lost}`) instead of blocking the conversation."""
+        run = await RunRepository(session).running_in_conversation(conversation_id)
         if run is None:
             return False
-        if run.id in self.active or utcnow() - await repo.last_activity(run) < RUN_STALE_AFTER:
+        if await self._executed_somewhere(session, run):
             return True
-        lost = RunFailed(
-            error=ErrorInfo(
-                code="run_lost", message="the process running this run stopped before it finished"
-            )
-        )
-        seq = len(await repo.events_after(run.id, 0)) + 1
-        await repo.append_event(run.id, seq, lost.kind, event_payload(lost))
-        await repo.finish(
-            run.id,
-            status="failed",
-            iterations=run.iterations,
-            usage=run.usage,
-            error=lost.error.model_dump(),
-        )
+        await self._close_lost(session, run.id)
         return False
 
     async def start(
@@ -208,6 +340,7 @@ class RunManager:
         active = ActiveRun(run_id=run.id, conversation_id=run.conversation_id)
         queue = active.subscribe()
         self.active[run.id] = active
+        self._claimed.discard(run.id)
         inp = RunInput(
             run_id=str(run.id),
             conversation_id=str(run.conversation_id),
@@ -264,6 +397,8 @@ class RunManager:
         finally:
             stored.put_nowait(None)
             await publisher
+        if active.journal_failed:
+            terminal = journal_unavailable()
         if terminal is None:
             terminal = RunFailed(
                 error=ErrorInfo(
@@ -271,38 +406,59 @@ class RunManager:
                 )
             )
         try:
-            active.publish(await journal.write(terminal, also=self._settler(active, run, terminal)))
+            try:
+                active.publish(
+                    await journal.write(terminal, also=self._settler(active, run, terminal))
+                )
+            except Exception as exc:
+                logger.exception("could not persist the end of run %s", active.run_id)
+                if is_transient(exc):
+                    raise  # storage stayed away: trying again now would only wait as long
+                # Without the conversation's new messages (one may be what storage refuses).
+                terminal = journal_unavailable()
+                settle = self._settler(active, run, terminal, messages=False)
+                active.publish(await journal.write(terminal, also=settle))
         except Exception:
-            logger.exception("could not persist the end of run %s", active.run_id)
-            if journal.last_clean is not None and journal.last_clean.kind == terminal.kind:
-                # Live streams still end (bench.load: with the storage pool exhausted they
-                # otherwise waited for a final event that never came).
-                active.publish((journal.seq, journal.last_clean))
+            # Live streams end without it (a client never sees an event that is not stored);
+            # the heartbeat closes the run as lost once storage answers again.
+            logger.exception("could not persist the failure of run %s", active.run_id)
+            active.publish(None)
         finally:
             self.active.pop(active.run_id, None)
+            self.journal.release(active.run_id)
             if self.on_finished is not None:
                 self.on_finished(run.status if terminal.kind == "run_finished" else "failed")
 
     async def _publish_in_order(
         self, active: ActiveRun, stored: asyncio.Queue[Submitted | None]
     ) -> None:
+        """Send each event once it is committed. When one cannot be stored, nothing after it
+        is sent and the run is stopped: it ends with `run_failed {code: journal_unavailable}`."""
         while (item := await stored.get()) is not None:
             seq, clean, committed = item
             try:
                 await committed
             except Exception:
-                # Still sent: a live client must not stall on an event storage refused.
-                logger.exception("could not store event %d of run %s", seq, active.run_id)
-            active.publish((seq, clean))
+                if not active.journal_failed:
+                    logger.exception("could not store event %d of run %s", seq, active.run_id)
+                    active.journal_failed = True
+                    active.cancel.set()
+                continue
+            if not active.journal_failed:
+                active.publish((seq, clean))
 
     def _settler(
-        self, active: ActiveRun, run: ReactRun, terminal: RunEvent
+        self, active: ActiveRun, run: ReactRun, terminal: RunEvent, *, messages: bool = True
     ) -> Callable[[AsyncSession], Awaitable[None]]:
         """Persist the conversation and the run's final state with the run's last event."""
 
         async def settle(session: AsyncSession) -> None:
+            # The user's message was stored when the run started.
+            replies = run.new_messages if messages else []
+            if replies and replies[0].role == "user":
+                replies = replies[1:]
             await ConversationRepository(session).add_messages(
-                active.conversation_id, active.run_id, [message_row(m) for m in run.new_messages]
+                active.conversation_id, active.run_id, [message_row(m) for m in replies]
             )
             failed = isinstance(terminal, RunFailed)
             await RunRepository(session).finish(
@@ -326,6 +482,13 @@ class RunManager:
         async with self.sessionmaker() as session:
             repo = RunRepository(session)
             run = principal.owned(await repo.get(run_id), "run", run_id)
+            if run.status == "running" and not await self._executed_somewhere(session, run):
+                # Its worker is gone: nothing would ever act on the request. Close it now.
+                await self._close_lost(session, run_id)
+                await session.commit()
+                await session.refresh(run)
+                self.hub.wake(run_id)
+                return run
             if run.status == "running":
                 await repo.request_cancel(run_id)
                 if not self.settings.is_sqlite:
@@ -346,3 +509,12 @@ class RunManager:
         if tasks:
             await asyncio.wait(tasks, timeout=10)
         await self.journal.aclose()
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(BaseException):
+                await self._heartbeat
+        with contextlib.suppress(Exception):
+            async with self.background() as session:
+                if not await RunRepository(session).running_of_worker(self.worker_id):
+                    await WorkerRepository(session).forget(self.worker_id)
+                    await session.commit()

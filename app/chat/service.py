@@ -5,17 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.hub import RunHub
-from app.chat.models import Run
 from app.chat.repository import RUNNING, ConversationRepository, RunRepository
-from app.chat.runner import RUN_STALE_AFTER, ActiveRun, Published
+from app.chat.runner import ActiveRun, Published
 from app.chat.schemas import ConversationRead, MessageRead, RunSummary
 from app.chat.sse import PING, event_frame, frame
-from app.db.base import utcnow
 from app.events import TERMINAL_KINDS
 from app.tenancy.principal import Principal
 
@@ -29,10 +26,13 @@ async def live_stream(
     try:
         while True:
             try:
-                seq, event = await asyncio.wait_for(queue.get(), ping_s)
+                item = await asyncio.wait_for(queue.get(), ping_s)
             except TimeoutError:
                 yield PING
                 continue
+            if item is None:
+                return  # the final event could not be stored; a replay picks it up later
+            seq, event = item
             yield event_frame(seq, event)
             if event.kind in TERMINAL_KINDS:
                 return
@@ -59,6 +59,7 @@ async def replay_stream(
     """Every journaled event after `after`, then live ones until the run's last event."""
     waiter = hub.waiter(run_id)
     last, idle = after, 0.0
+    finished_seen = False
     try:
         while True:
             waiter.clear()
@@ -74,10 +75,15 @@ async def replay_stream(
             if rows:
                 idle = 0.0
                 continue
-            if run is None or run.status != RUNNING:
-                return  # finished and fully replayed
-            if utcnow() - await _last_activity(sessionmaker, run) > RUN_STALE_AFTER:
-                return  # lost with its process: nothing more will come
+            if run is None:
+                return  # deleted with its conversation
+            if run.status != RUNNING:
+                # It finished after the journal read: its final event is stored with the
+                # status, so read the journal again before ending.
+                if finished_seen:
+                    return
+                finished_seen = True
+                continue
             try:
                 await asyncio.wait_for(waiter.wait(), _POLL_S)
             except TimeoutError:
@@ -87,11 +93,6 @@ async def replay_stream(
                     yield PING
     finally:
         hub.drop(run_id, waiter)
-
-
-async def _last_activity(sessionmaker: async_sessionmaker[AsyncSession], run: Run) -> datetime:
-    async with sessionmaker() as session:
-        return await RunRepository(session).last_activity(run)
 
 
 async def get_conversation(

@@ -201,6 +201,12 @@ def _url_dialect(url: str) -> str | None:
 def _is_disconnect(exc: BaseException) -> bool:
     if isinstance(exc, ConnectionError | asyncpg.InterfaceError):
         return True
+    if isinstance(exc, asyncpg.PostgresConnectionError):
+        return True  # class 08, e.g. closed mid-operation after the server's FATAL goodbye
+    if isinstance(exc, asyncpg.exceptions.InternalClientError):
+        # The server's unsolicited goodbye (FATAL on an idle connection) arrived before its
+        # close: the driver's protocol is stuck consuming it, and the connection is dead.
+        return True
     errno = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
     return errno in _MYSQL_DISCONNECT_ERRNOS
 

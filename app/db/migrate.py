@@ -1,4 +1,8 @@
-"""Run Alembic migrations programmatically (CLI `quiver migrate`, `serve`, tests)."""
+"""Run Alembic migrations programmatically (CLI `quiver migrate`, `serve`, tests).
+
+The migration scripts ship inside the package (`app/migrations`), so an installed (non-editable)
+Quiver finds them exactly like a source checkout does; no `alembic.ini` is needed at run time.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,12 @@ from alembic.config import Config
 
 from app.config import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
 
 
 def alembic_config(settings: Settings) -> Config:
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["settings"] = settings
     return cfg
 

@@ -12,11 +12,15 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
 import posixpath
+import shutil
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -125,8 +129,35 @@ def check_stdio_command(command: str | None, allowed: Sequence[str]) -> None:
     wanted = _normalise_command(command)
     if wanted not in {_normalise_command(entry) for entry in allowed}:
         raise McpConfigError(
-            f"stdio command {command!r} is not on the allow-list (QUIVER_MCP_STDIO_COMMANDS)"
+            f"stdio command {command!r} is not on the allow-list "
+            f"(QUIVER_MCP_STDIO_COMMANDS={','.join(allowed)})"
         )
+
+
+INSTALL_BIN = Path(sys.executable).parent
+"""The running environment's script directory (e.g. `.venv/bin`): servers installed next to
+Quiver (`pip install mcp-server-time`) are found there even when it is not on PATH."""
+
+
+def resolve_stdio_command(command: str, allowed: Sequence[str]) -> str:
+    """The executable a stdio command runs: a path as given, a bare name from PATH, else from
+    the running environment's script directory. A missing one is a config error naming the
+    command, where it was looked for and the allow-list."""
+    found = _executable(command)
+    if "/" not in found or not (Path(found).is_file() and os.access(found, os.X_OK)):
+        where = "" if "/" in command else f" (looked on PATH and in {INSTALL_BIN})"
+        raise McpConfigError(
+            f"stdio command {command!r} was not found or is not executable{where}; "
+            f"allowed: QUIVER_MCP_STDIO_COMMANDS={','.join(allowed)}"
+        )
+    return found
+
+
+def _executable(command: str) -> str:
+    """`command` itself when it is a path or found nowhere, else the full path it resolves to."""
+    if "/" in command:
+        return command
+    return shutil.which(command) or shutil.which(command, path=str(INSTALL_BIN)) or command
 
 
 def _normalise_command(command: str) -> str:
@@ -174,7 +205,9 @@ def build_transport(spec: ServerSpec, pins: Pins | None = None) -> Transport:
     match spec.transport:
         case "stdio":
             assert spec.command is not None
-            params = StdioServerParameters(command=spec.command, args=list(spec.args), env=spec.env)
+            params = StdioServerParameters(
+                command=_executable(spec.command), args=list(spec.args), env=spec.env
+            )
             # The SDK merges `env` over a fixed safe set (HOME, LOGNAME, PATH, SHELL, TERM, USER),
             # never over the gateway's own environment.
             return cast(Transport, stdio_client(params))

@@ -34,6 +34,7 @@ from app.mcp.client import (
     build_transport,
     check_stdio_command,
     describe_error,
+    resolve_stdio_command,
 )
 from app.mcp.models import McpServer
 from app.mcp.render import render_call_result
@@ -237,6 +238,8 @@ class McpPool:
         """Refuse a disallowed command or destination; for a URL, the checked addresses."""
         if spec.transport == "stdio":
             check_stdio_command(spec.command, self.settings.mcp_stdio_commands)
+            assert spec.command is not None
+            resolve_stdio_command(spec.command, self.settings.mcp_stdio_commands)
             return None
         if spec.transport not in ("sse", "streamable_http"):
             raise McpConfigError(f"unknown MCP transport {spec.transport!r}")

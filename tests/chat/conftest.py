@@ -27,6 +27,7 @@ async def live_url(
             "llm_max_retries": 2,
             "tool_timeout_s": 5.0,
             "sse_ping_s": 15.0,
+            "worker_heartbeat_s": 1.0,
         }
     )
     async with serve_app(create_app(live_settings)) as base_url:

@@ -337,9 +337,12 @@ async def test_a_run_lost_with_its_process_does_not_block_the_conversation(
             ghost_id = str(ghost.id)
     finally:
         await engine.dispose()
-    # replaying the ghost ends instead of following forever
+    # replaying the ghost ends (its worker is unknown: the heartbeat closes it as lost)
     async with live.stream("GET", f"/api/v1/runs/{ghost_id}/events") as resp:
-        assert await read_sse(resp) == []
+        first = await read_sse(resp)
+    assert [(e.id, e.event, e.data["error"]["code"]) for e in first] == [
+        (1, "run_failed", "run_lost")
+    ]
     events = await chat(live, agent["id"], "two", conversation_id)
     assert events[-1].data["status"] == "completed"
     conv = (await live.get(f"/api/v1/conversations/{conversation_id}")).json()

@@ -332,6 +332,36 @@ async def test_a_connection_dropped_by_the_server_is_replaced_for_reads(
         assert (await db_executor.run_query(conn, "SELECT 2 AS two")).rows == [[2]]
 
 
+@pytest.mark.parametrize("loop_turns", [0, 1, 2, 3, -1])
+async def test_a_read_right_after_the_server_killed_its_connection_is_retried(
+    loop_turns: int, db_executor: DatabaseExecutor, seeded: dict[str, SeededDb]
+) -> None:
+    """The server's goodbye (FATAL 57P01) and its closing of the socket arrive separately; a
+    read may start before either, between them (the driver's protocol is then stuck consuming
+    the unexpected error) or after both. Every case is a dropped connection, retried once."""
+    import asyncio
+    import time
+
+    import asyncpg
+
+    pg = make_connector(seeded["postgresql"])
+    assert (await db_executor.run_query(pg, "SELECT 1 AS one")).rows == [[1]]
+    admin = await asyncpg.connect(seeded["postgresql"].url)
+    try:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'quiver' AND datname = current_database()"
+        )
+    finally:
+        await admin.close()
+    time.sleep(0.3)  # noqa: ASYNC251 - both the error and the close are now queued, unread
+    if loop_turns < 0:
+        await asyncio.sleep(0.3)
+    for _ in range(max(loop_turns, 0)):
+        await asyncio.sleep(0)
+    assert (await db_executor.run_query(pg, "SELECT 2 AS two")).rows == [[2]]
+
+
 async def test_a_connector_whose_dialect_disagrees_with_its_url_fails_cleanly(
     db_executor: DatabaseExecutor, seeded: dict[str, SeededDb]
 ) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 
@@ -122,11 +123,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_cli_serves_a_looping_reply_until_interrupted() -> None:
+@pytest.mark.parametrize("inherited_sigint", ["default", "ignored"])
+def test_cli_serves_a_looping_reply_until_interrupted(inherited_sigint: str) -> None:
+    """`ignored`: how a background job (`cmd &` in a script, CI) starts the server."""
     port = free_port()
     command = [sys.executable, "-m", "tests.fixtures.scripted_llm", "--port", str(port),
                "--reply", "bench reply"]
-    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+    if inherited_sigint == "ignored":
+        command = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', *command]
+    with subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as proc:
         try:
             deadline = time.monotonic() + 20
@@ -144,6 +149,11 @@ def test_cli_serves_a_looping_reply_until_interrupted() -> None:
                     texts.append(response.json()["choices"][0]["message"]["content"])
         finally:
             proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=10)
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate(timeout=10)
+                pytest.fail("the server ignored SIGINT")
     assert texts == ["bench reply", "bench reply"]
     assert proc.returncode == 0

@@ -86,3 +86,60 @@ async def test_command_off_the_allow_list_is_refused(stdio_client: httpx.AsyncCl
     refreshed = await stdio_client.post(f"/api/v1/mcp-servers/{created.json()['id']}/refresh")
     assert refreshed.status_code == 422
     assert "allow-list" in refreshed.json()["detail"]
+
+
+@pytest.fixture
+async def bare_command_client(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The README's set-up: bare names on the allow-list, the venv's bin/ not on PATH."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    allowed = settings.model_copy(
+        update={"mcp_stdio_commands": ["mcp-server-time", "no-such-mcp-server"]}
+    )
+    app = create_app(allowed, sessionmaker=sessionmaker)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://quiver.test",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=60,
+        ) as client,
+    ):
+        yield client
+
+
+async def test_a_bare_command_installed_next_to_quiver_runs_without_path(
+    bare_command_client: httpx.AsyncClient,
+) -> None:
+    created = await bare_command_client.post(
+        "/api/v1/mcp-servers",
+        json={"name": "time", "transport": "stdio", "command": "mcp-server-time"},
+    )
+    assert created.status_code == 201, created.text
+    refreshed = await bare_command_client.post(
+        f"/api/v1/mcp-servers/{created.json()['id']}/refresh"
+    )
+    assert refreshed.status_code == 200, refreshed.text
+    assert "get_current_time" in {t["name"] for t in refreshed.json()["tools"]}
+
+
+async def test_a_missing_command_is_named_with_the_allow_list(
+    bare_command_client: httpx.AsyncClient,
+) -> None:
+    created = await bare_command_client.post(
+        "/api/v1/mcp-servers",
+        json={"name": "ghost", "transport": "stdio", "command": "no-such-mcp-server"},
+    )
+    assert created.status_code == 201, created.text
+    refreshed = await bare_command_client.post(
+        f"/api/v1/mcp-servers/{created.json()['id']}/refresh"
+    )
+    assert 400 <= refreshed.status_code < 500, refreshed.text
+    body = refreshed.json()
+    assert set(body) == {"error", "detail"}
+    assert "'no-such-mcp-server' was not found" in body["detail"]
+    assert "QUIVER_MCP_STDIO_COMMANDS=mcp-server-time,no-such-mcp-server" in body["detail"]

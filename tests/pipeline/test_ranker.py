@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -15,10 +14,8 @@ from app.pipeline.ranker import LexicalRanker, ScoredTool, should_abstain
 from app.pipeline.text import stem, tokenize, words
 from app.tools.base import ToolDef
 
-DATA = Path(
-    os.environ.get("QUIVER_BENCH_DATA")
-    or Path(__file__).resolve().parents[2].parent / "shared" / "data"
-)
+DATA = Path(__file__).resolve().parents[1] / "data"
+"""Small samples checked into tests/data (see its README); the full sets are bench/ material."""
 
 
 def tool(name: str, description: str, **params: str) -> ToolDef:
@@ -222,12 +219,12 @@ def _recall_at(tools_file: Path, queries_file: Path, *, n: int, k: int) -> float
 
 
 def test_metatool_recall_at_6_stays_above_floor() -> None:
-    # Measured 0.485 on these 200 queries (0.650 on all 2,062).
+    # Measured 0.485 on these 200 queries over all 199 tools.
     base = DATA / "selection" / "metatool"
     assert _recall_at(base / "tools.jsonl", base / "queries.jsonl", n=200, k=6) >= 0.45
 
 
 def test_bfcl_recall_at_6_over_the_pooled_catalog_stays_above_floor() -> None:
-    # Measured 0.730 on these 200 queries ranking all 956 tools (0.740 on all 1,053).
+    # Measured 0.850 on these 120 queries ranking the 315 tools they were offered, pooled.
     base = DATA / "selection" / "bfcl-live-multiple"
-    assert _recall_at(base / "tools.jsonl", base / "queries.jsonl", n=200, k=6) >= 0.69
+    assert _recall_at(base / "tools.jsonl", base / "queries.jsonl", n=120, k=6) >= 0.8
