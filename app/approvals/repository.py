@@ -51,6 +51,15 @@ class ApprovalRepository(RepositoryBase[Approval]):
         result = await self.session.execute(stmt)
         return bool(getattr(result, "rowcount", 0))
 
+    async def close_pending(self, run_id: uuid.UUID, status: str) -> None:
+        """A run that ended (e.g. lost with its worker) leaves nothing to decide."""
+        now = utcnow()
+        await self.session.execute(
+            update(Approval)
+            .where(Approval.run_id == run_id, Approval.status == "pending")
+            .values(status=status, decided_at=now, updated_at=now)
+        )
+
     async def pending_of_run(self, run_id: uuid.UUID) -> list[Approval]:
         stmt = (
             select(Approval)

@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
+from app.approvals.repository import ApprovalRepository
 from app.approvals.stored import StoredApprovalGate
 from app.chat.hub import CANCEL_PREFIX, CHANNEL, RunHub
 from app.chat.journal import JournalBatcher, JournalWriter, is_transient
@@ -226,6 +227,8 @@ class RunManager:
         seq = await RunRepository(session).close_lost(run_id, event.kind, event_payload(event))
         if seq is None:
             return False
+        # A call that waited for a person died with its worker: it can no longer run.
+        await ApprovalRepository(session).close_pending(run_id, "cancelled")
         logger.warning("run %s was lost with its worker; closed as run_lost", run_id)
         if not self.settings.is_sqlite:
             await session.execute(

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from app.approvals.models import Approval
+from app.chat.models import Run
 from app.config import Settings
+from app.db.base import utcnow
+from app.db.engine import create_engine, create_sessionmaker
 from app.main import create_app
 from tests.chat.conftest import CreateAgent, unique
 from tests.conftest import ADMIN_TOKEN
@@ -560,3 +566,99 @@ async def test_a_decision_on_another_worker_reaches_the_waiting_call(
             seen += await reader.read()
         assert seen[-1].event == "run_finished"
         assert len(HITS) == 1
+
+
+# --- restarts ----------------------------------------------------------------------------------
+
+
+async def test_a_restart_while_waiting_never_executes_the_call_later(
+    committing_settings: Settings,
+    scripted_llm_session: ScriptedLLM,
+    scripted_llm: ScriptedLLM,
+    upstream: str,
+) -> None:
+    settings = committing_settings.model_copy(
+        update={
+            "llm_base_url": scripted_llm_session.base_url,
+            "egress_allow_cidrs": ["127.0.0.0/8"],
+        }
+    )
+    seen: list[SseEvent] = []
+    async with (
+        serve_app(create_app(settings)) as url_a,
+        httpx.AsyncClient(base_url=url_a, headers=AUTH, timeout=30) as a,
+    ):
+        name, cid = await make_connector(a, upstream, post_action("open_ticket", confirm=True))
+        agent = (
+            await a.post("/api/v1/agents", json={"name": unique("r"), "connector_ids": [cid]})
+        ).json()
+        HITS.clear()
+        scripted_llm.script(
+            Turn(tool_calls=[("z1", "connector", execute(name, "open_ticket", "restart"))]),
+            Turn(text="after"),
+        )
+        async with a.stream(
+            "POST", "/api/v1/chat", json={"agent_id": agent["id"], "message": "go"}
+        ) as resp:
+            await until(SseReader(resp), "approval_requested", seen)
+    # worker A stopped while the call waited; worker B takes the decision
+    run_id = seen[0].data["run_id"]
+    approval_id = seen[-1].data["approval_id"]
+    async with (
+        serve_app(create_app(settings)) as url_b,
+        httpx.AsyncClient(base_url=url_b, headers=AUTH, timeout=30) as b,
+    ):
+        late = await decide(b, run_id, approval_id, "approve")
+        assert late.status_code == 409, late.text
+        run = (await b.get(f"/api/v1/runs/{run_id}")).json()
+        assert run["status"] != "running"
+        assert run["pending_approvals"] == []
+        listed = (await b.get("/api/v1/approvals", params={"status": "cancelled"})).json()
+        assert approval_id in [x["id"] for x in listed["items"]]
+    await asyncio.sleep(0.3)
+    assert HITS == []
+
+
+async def test_a_run_lost_with_its_worker_leaves_nothing_to_decide(
+    committing_settings: Settings, scripted_llm_session: ScriptedLLM
+) -> None:
+    """A worker killed mid-wait: its run is closed as `run_lost`, its approval with it."""
+    settings = committing_settings.model_copy(
+        update={"llm_base_url": scripted_llm_session.base_url, "worker_heartbeat_s": 600.0}
+    )
+    engine = create_engine(settings)
+    sessions = create_sessionmaker(engine)
+    try:
+        async with (
+            serve_app(create_app(settings)) as url,
+            httpx.AsyncClient(base_url=url, headers=AUTH, timeout=30) as client,
+        ):
+            agent = (await client.post("/api/v1/agents", json={"name": unique("g")})).json()
+            conversation = (
+                await client.post("/api/v1/chat", json={"agent_id": agent["id"], "message": "hi"})
+            ).headers.get("x-conversation-id")
+            async with sessions() as session:
+                run = Run(conversation_id=uuid.UUID(conversation), agent_id=uuid.UUID(agent["id"]))
+                session.add(run)
+                await session.flush()
+                approval = Approval(
+                    run_id=run.id,
+                    call_id="k1",
+                    name="connector",
+                    target="connector:x/y",
+                    arguments={},
+                    reason="test",
+                    expires_at=utcnow() + timedelta(minutes=5),
+                )
+                session.add(approval)
+                await session.commit()
+                run_id, approval_id = str(run.id), str(approval.id)
+            pending = (await client.get(f"/api/v1/runs/{run_id}")).json()["pending_approvals"]
+            assert [p["id"] for p in pending] == [approval_id]
+            closed = await client.post(f"/api/v1/runs/{run_id}/cancel")  # closes the lost run
+            assert closed.json()["status"] == "failed"
+            late = await decide(client, run_id, approval_id, "approve")
+            assert late.status_code == 409, late.text
+            assert "cancelled" in late.json()["detail"]
+    finally:
+        await engine.dispose()
