@@ -37,13 +37,14 @@ HITS: list[dict[str, Any]] = []
 
 
 async def _tickets(request: Request) -> JSONResponse:
-    HITS.append({"path": request.url.path, "body": await request.json()})
+    body = await request.json() if request.method == "POST" else None
+    HITS.append({"path": request.url.path, "body": body})
     return JSONResponse({"created": len(HITS)})
 
 
 @pytest.fixture(scope="module")
 async def upstream() -> AsyncIterator[str]:
-    app = Starlette(routes=[Route("/{kind}", _tickets, methods=["POST"])])
+    app = Starlette(routes=[Route("/{kind}", _tickets, methods=["POST", "GET"])])
     async with serve_app(app) as base_url:  # type: ignore[arg-type]
         yield base_url
 
@@ -164,8 +165,12 @@ async def test_approve_runs_the_confirmed_action_exactly_once(
         pending = (await live.get("/api/v1/approvals", params={"status": "pending"})).json()
         assert asked.data["approval_id"] in [a["id"] for a in pending["items"]]
 
-        ok = await decide(live, run_id, asked.data["approval_id"], "approve")
-        assert ok.status_code == 200, ok.text
+        both = await asyncio.gather(
+            decide(live, run_id, asked.data["approval_id"], "approve"),
+            decide(live, run_id, asked.data["approval_id"], "approve"),
+        )
+        assert sorted(r.status_code for r in both) == [200, 409]
+        ok = next(r for r in both if r.status_code == 200)
         assert ok.json()["status"] == "approved"
         seen += await reader.read()
 
@@ -245,6 +250,54 @@ async def test_discover_never_waits_even_when_a_glob_matches(
     assert of_kind(events, "approval_requested") == []
     assert of_kind(events, "tool_result")[0]["ok"] is True
     assert "[requires confirmation]" in of_kind(events, "tool_result")[0]["output"]
+
+
+async def test_cancelling_the_run_closes_a_waiting_approval(
+    live: httpx.AsyncClient, scripted_llm: ScriptedLLM, create_agent: CreateAgent, upstream: str
+) -> None:
+    name, cid = await make_connector(live, upstream, post_action("open_ticket", confirm=True))
+    agent = await create_agent(connector_ids=[cid])
+    HITS.clear()
+    scripted_llm.script(
+        Turn(tool_calls=[("k1", "connector", execute(name, "open_ticket", "never"))]),
+        Turn(text="should not be asked"),
+    )
+    seen: list[SseEvent] = []
+    async with live.stream(
+        "POST", "/api/v1/chat", json={"agent_id": agent["id"], "message": "go"}
+    ) as resp:
+        reader = SseReader(resp)
+        asked = await until(reader, "approval_requested", seen)
+        run_id = seen[0].data["run_id"]
+        assert (await live.post(f"/api/v1/runs/{run_id}/cancel")).status_code == 200
+        seen += await reader.read()
+    assert of_kind(seen, "approval_resolved")[0]["decision"] == "cancelled"
+    assert seen[-1].data["status"] == "cancelled"
+    late = await decide(live, run_id, asked.data["approval_id"], "approve")
+    assert late.status_code == 409, late.text
+    assert HITS == []
+
+
+async def test_pre_hydration_never_runs_a_call_that_needs_approval(
+    live: httpx.AsyncClient, scripted_llm: ScriptedLLM, create_agent: CreateAgent, upstream: str
+) -> None:
+    agent = await create_agent(
+        model_config_json={
+            "pre_hydration": {"resolution_tools": {"url": "http_fetch"}},
+            "approval": {"tools": ["http_fetch"]},
+        }
+    )
+    HITS.clear()
+    scripted_llm.script(Turn(text="fine"))
+    async with live.stream(
+        "POST",
+        "/api/v1/chat",
+        json={"agent_id": agent["id"], "message": f"read {upstream}/page please"},
+    ) as resp:
+        events = await read_sse(resp)
+    hydrated = of_kind(events, "pre_hydration_complete")[0]
+    assert (hydrated["references_found"], hydrated["references_failed"]) == (1, 1)
+    assert HITS == []
 
 
 async def test_an_unanswered_approval_times_out(
