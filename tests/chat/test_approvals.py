@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -31,6 +32,7 @@ from tests.fixtures.database import create_database, drop_database
 from tests.fixtures.live import SseEvent, SseReader, read_sse, serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 
+REPO = Path(__file__).resolve().parents[2]
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 HITS: list[dict[str, Any]] = []
 """Every request the upstream received (the side effect that must happen once, or never)."""
@@ -58,6 +60,7 @@ async def live_url(
             "llm_base_url": scripted_llm_session.base_url,
             "tool_timeout_s": 5.0,
             "egress_allow_cidrs": ["127.0.0.0/8"],
+            "mcp_stdio_commands": [sys.executable],
         }
     )
     async with serve_app(create_app(live_settings)) as base_url:
@@ -230,6 +233,60 @@ async def test_deny_with_reason_is_the_observation_and_a_failed_attempt(
     assert observations(scripted_llm, 1)["d1"].startswith("Error: Denied by a person: too risky")
     limit = of_kind(seen, "step_limit_reached")
     assert [s["step_id"] for s in limit] == [f"connector:{name}/delete_all"]
+
+
+async def test_an_mcp_tool_matching_a_glob_waits_and_others_do_not(
+    live: httpx.AsyncClient, scripted_llm: ScriptedLLM, create_agent: CreateAgent
+) -> None:
+    created = await live.post(
+        "/api/v1/mcp-servers",
+        json={
+            "name": unique("mcp"),
+            "transport": "stdio",
+            "command": sys.executable,
+            "args": ["-m", "tests.mcp.server_app", "--transport", "stdio"],
+            "env": {"PYTHONPATH": str(REPO)},
+        },
+    )
+    assert created.status_code == 201, created.text
+    server = created.json()
+    assert (await live.post(f"/api/v1/mcp-servers/{server['id']}/refresh")).status_code == 200
+    agent = await create_agent(
+        mcp_server_ids=[server["id"]], model_config_json={"approval": {"tools": ["mcp:*/echo"]}}
+    )
+
+    def call(tool: str, parameters: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "subcommand": "call",
+            "server": server["name"],
+            "tool": tool,
+            "parameters": parameters,
+        }
+
+    scripted_llm.script(
+        Turn(
+            tool_calls=[
+                ("e1", "mcp", call("echo", {"text": "hello"})),
+                ("a1", "mcp", call("add", {"a": 2, "b": 3})),
+            ]
+        ),
+        Turn(text="done"),
+    )
+    seen: list[SseEvent] = []
+    async with live.stream(
+        "POST", "/api/v1/chat", json={"agent_id": agent["id"], "message": "go"}
+    ) as resp:
+        reader = SseReader(resp)
+        asked = await until(reader, "approval_requested", seen)
+        assert asked.data["call_id"] == "e1"
+        ok = await decide(live, seen[0].data["run_id"], asked.data["approval_id"], "approve")
+        assert ok.json()["target"] == f"mcp:{server['name']}/echo"
+        seen += await reader.read()
+    assert [a["call_id"] for a in of_kind(seen, "approval_requested")] == ["e1"]
+    results = {r["call_id"]: r for r in of_kind(seen, "tool_result")}
+    assert results["a1"]["ok"] is True
+    assert results["e1"]["ok"] is True
+    assert "hello" in results["e1"]["output"]
 
 
 async def test_discover_never_waits_even_when_a_glob_matches(
