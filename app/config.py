@@ -113,6 +113,9 @@ class Settings(BaseSettings):
     reuses a connection the server is closing at that moment."""
     max_body_bytes: int = Field(10_000_000, ge=1024)
     """Request bodies above this answer 413 before they are parsed (chunked ones too)."""
+    max_import_bytes: int = Field(64_000_000, ge=1024)
+    """The same limit for document imports (`…/import`): real API descriptions such as GitHub's
+    (13 MB) are larger than an ordinary request."""
 
     @field_validator("secret_keys", mode="before")
     @classmethod

@@ -82,7 +82,11 @@ def create_app(
     app.state.metrics = metrics
     add_error_handlers(app)
     app.add_middleware(BearerPrecheck)
-    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        RequestGuard,
+        max_body_bytes=settings.max_body_bytes,
+        max_import_bytes=settings.max_import_bytes,
+    )
     install_http_middleware(app, metrics)  # outermost: counts and logs every response
     app.include_router(build_api_router())
     install_docs(app)

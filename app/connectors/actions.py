@@ -3,8 +3,15 @@
 Locations (SPEC §3.1): a property's `x-location` wins; otherwise `path` when the action's
 path has that `{placeholder}`, `query` for GET/DELETE (and HEAD/OPTIONS), else `body`.
 
-`action_parameters_schema()` strips `x-location` from the top-level properties: where a
-value goes is the executor's business, and the model reads fewer tokens without it.
+`action_parameters_schema()` strips `x-location` from the top-level properties (and the
+schema's `x-body-encoding`): where a value goes is the executor's business, and the model
+reads fewer tokens without it.
+
+Body encodings: JSON unless the parameters schema says `"x-body-encoding": "form"`
+(`application/x-www-form-urlencoded`) or `"multipart"` (`multipart/form-data`). Form fields
+follow OpenAPI's defaults: a list repeats its key (`To=a&To=b`), an object is spelled out
+deepObject-style (`metadata[order]=7`), booleans are `true`/`false`; a property marked
+`"x-style": "deepObject"` (from the document's `encoding`) indexes its lists (`expand[0]=a`).
 """
 
 from __future__ import annotations
@@ -12,12 +19,13 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
+import httpx
 from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema import validators
 from rapidfuzz import process
@@ -30,6 +38,8 @@ _PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
 _TEMPLATE = re.compile(r"\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}")
 _MAX_ERRORS = 5
 _MISSING = object()
+BODY_ENCODING = "x-body-encoding"
+ENCODINGS = ("json", "form", "multipart")
 
 
 class ParameterError(Exception):
@@ -43,6 +53,12 @@ class RequestParts:
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
     has_body: bool = False
+    encoding: str = "json"
+    """`json`, `form` or `multipart`: how `body` goes on the wire (see `encode_body`)."""
+    deep: frozenset[str] = frozenset()
+    """Body fields whose lists are indexed (`expand[0]=a`) instead of repeated."""
+    files: frozenset[str] = frozenset()
+    """Multipart fields sent as file parts (`format: binary`), named after the field."""
 
 
 def _properties(action: ConnectorAction) -> dict[str, Any]:
@@ -57,12 +73,14 @@ def path_placeholders(path: str) -> list[str]:
 def action_parameters_schema(action: ConnectorAction) -> dict[str, Any]:
     """The JSON Schema the model receives for `action` (`x-location` removed)."""
     schema = copy.deepcopy(action.parameters or {})
+    schema.pop(BODY_ENCODING, None)
     schema.setdefault("type", "object")
     props = schema.setdefault("properties", {})
     if isinstance(props, dict):
         for prop in props.values():
             if isinstance(prop, dict):
                 prop.pop("x-location", None)
+                prop.pop("x-style", None)
     return schema
 
 
@@ -145,7 +163,66 @@ def build_request_parts(action: ConnectorAction, arguments: Mapping[str, Any]) -
     elif body:
         parts.body = body
         parts.has_body = True
+    encoding = (action.parameters or {}).get(BODY_ENCODING) or "json"
+    parts.encoding = str(encoding) if encoding in ENCODINGS else "json"
+    if parts.encoding != "json":
+        parts.deep = _body_fields(action, lambda p: p.get("x-style") == "deepObject")
+        parts.files = _body_fields(action, lambda p: p.get("format") == "binary")
     return parts
+
+
+def _body_fields(action: ConnectorAction, test: Callable[[dict[str, Any]], bool]) -> frozenset[str]:
+    """Body field names (as sent, after the template's renames) whose schema passes `test`."""
+    params = {n for n, p in _properties(action).items() if isinstance(p, dict) and test(p)}
+    if params and isinstance(action.body_template, dict):
+        params |= {k for k, v in action.body_template.items()
+                   if isinstance(v, str) and v.strip("{} ") in params}
+    return frozenset(params)
+
+
+def encode_body(parts: RequestParts) -> tuple[bytes, str] | None:
+    """(bytes, Content-Type) for a `form` or `multipart` body; None for JSON (or no body)."""
+    if not parts.has_body or parts.encoding == "json":
+        return None
+    fields = form_fields(parts.body, deep=parts.deep)
+    if parts.encoding == "form":
+        return urlencode(fields).encode(), "application/x-www-form-urlencoded"
+    files = [
+        (k, (k, v.encode(), "application/octet-stream") if k in parts.files else (None, v))
+        for k, v in fields
+    ]
+    request = httpx.Request("POST", "http://multipart.invalid/", files=files)
+    return request.read(), request.headers["content-type"]
+
+
+def form_fields(
+    body: Any, prefix: str = "", *, deep: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
+    """Flatten a body into form fields: lists repeat the key (indexed `k[0]` inside objects
+    and for `deep` fields), objects nest as `k[sub]`."""
+    if body is None:
+        return []
+    if not isinstance(body, Mapping):
+        if not prefix:
+            raise ParameterError("A form body must be an object of fields")
+        return [(prefix, _text(body))]
+    fields: list[tuple[str, str]] = []
+    for key, value in body.items():
+        name = f"{prefix}[{key}]" if prefix else str(key)
+        if value is None:
+            continue
+        if isinstance(value, list):
+            indexed = bool(prefix) or key in deep
+            for index, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    fields += form_fields(item, f"{name}[{index}]")
+                else:
+                    fields.append((f"{name}[{index}]" if indexed else name, _text(item)))
+        elif isinstance(value, Mapping):
+            fields += form_fields(value, name)
+        else:
+            fields.append((name, _text(value)))
+    return fields
 
 
 def _text(value: Any) -> str:

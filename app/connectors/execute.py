@@ -23,6 +23,7 @@ from app.connectors.actions import (
     ParameterError,
     RequestParts,
     build_request_parts,
+    encode_body,
     validate_arguments,
 )
 from app.connectors.audit import AuditEntry, AuditSink
@@ -166,6 +167,9 @@ class ConnectorExecutor:
         for name, value in auth.headers.items():
             headers[name] = value
         query = {**parts.query, **auth.params}
+        encoded = encode_body(parts)
+        if encoded is not None:
+            headers["Content-Type"] = encoded[1]
         url = connector.base_url.rstrip("/") + "/" + parts.path.lstrip("/")
         read = connector.timeout_s or self._settings.http_timeout_s
         # read/connect come from the connector; the whole exchange (redirects included)
@@ -178,7 +182,8 @@ class ConnectorExecutor:
                 return await guarded_request(
                     self._http, self._guard, method, url,
                     headers=headers, params=query or None,
-                    json=parts.body if parts.has_body else None,
+                    json=parts.body if parts.has_body and encoded is None else None,
+                    content=encoded[0] if encoded is not None else None,
                     timeout=timeouts,
                     max_bytes=self._settings.http_max_response_bytes,
                     strip_on_redirect=auth.header_names,

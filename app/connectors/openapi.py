@@ -10,17 +10,27 @@ Choices a user of the import should know:
 * actions: `operationId` (snake_cased) or `method_path`, sanitised to `[a-z0-9_]{1,64}` and
   made unique. Parameters keep their schema plus `x-location`; cookie parameters and the
   headers OpenAPI reserves (Accept, Content-Type, Authorization) are skipped. A JSON object
-  body becomes one body parameter per property (readOnly ones skipped); any other JSON body
+  body becomes one body parameter per property (readOnly ones skipped; the schema's `required`
+  kept unless the body says `required: false`); any other JSON body
   becomes a single `body` parameter sent as the whole body (`body_template: "{{body}}"`).
+  Without a JSON body, an `application/x-www-form-urlencoded` or `multipart/form-data` object
+  body becomes one body parameter per property too, and the parameters schema records the
+  encoding in `x-body-encoding` (`form` or `multipart`) for the executor.
+* filters: `include_tags`, `include_paths` and `include_operations` (globs, `*` and `?`)
+  keep only the matching operations; given together, an operation must match each one.
+* descriptions are kept whole (whitespace trimmed); what reaches the prompt is cut later.
 * `$ref`s must be local (`#/...`); they are inlined, and a cycle is cut with a
-  `{"description": "(recursive: <ref>)"}` schema. Errors raise `Invalid` naming the JSON
-  pointer of the problem.
+  `{"description": "(recursive: <ref>)"}` schema. Expansion has a node budget per operation
+  and a nesting limit (see `openapi_doc`). Errors raise `Invalid` naming the JSON pointer of
+  the problem.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -31,6 +41,44 @@ from app.errors import Invalid
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 _RESERVED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+FORM_ENCODINGS = {"application/x-www-form-urlencoded": "form", "multipart/form-data": "multipart"}
+BODY_ENCODING = "x-body-encoding"
+"""Top-level key of an action's parameters schema: how body parameters are encoded."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportFilters:
+    """Which operations to import; empty means all. Globs use `*` and `?` (fnmatch)."""
+
+    include_tags: Sequence[str] = ()
+    include_paths: Sequence[str] = ()
+    include_operations: Sequence[str] = ()
+    """Matched against the `operationId` and the action name."""
+
+    def keeps(self, path: str, op: Mapping[str, Any], name: str) -> bool:
+        if self.include_tags:
+            tags = op.get("tags") if isinstance(op.get("tags"), list) else []
+            if not any(str(tag) in self.include_tags for tag in tags or []):
+                return False
+        if self.include_paths and not _any_glob(path, self.include_paths):
+            return False
+        if self.include_operations:
+            op_id = str(op.get("operationId") or "")
+            if not (_any_glob(op_id, self.include_operations)
+                    or _any_glob(name, self.include_operations)):
+                return False
+        return True
+
+    def describe(self) -> str:
+        given = {k: list(v) for k, v in (("include_tags", self.include_tags),
+                                         ("include_paths", self.include_paths),
+                                         ("include_operations", self.include_operations)) if v}
+        return ", ".join(f"{k}={v}" for k, v in given.items())
+
+
+def _any_glob(value: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
 
 
 class ActionDraft(BaseModel):
@@ -65,26 +113,34 @@ def slug(text: str, *, fallback: str = "op", camel: bool = True) -> str:
 
 
 def parse_openapi(
-    document: dict[str, Any] | str, *, name: str | None = None, base_url: str | None = None
+    document: dict[str, Any] | str,
+    *,
+    name: str | None = None,
+    base_url: str | None = None,
+    filters: ImportFilters | None = None,
 ) -> ConnectorDraft:
-    """Build a connector draft from an OpenAPI 3.x document (object, JSON or YAML text)."""
+    """Build a connector draft from an OpenAPI 3.x document (object, JSON or YAML text).
+
+    CPU-bound on large documents: call it from a worker thread in async code.
+    """
     doc = load(document)
     check_version(doc)
     refs = Refs(doc)
     info = mapping(doc.get("info") or {}, "/info")
     warnings: list[str] = []
-    draft_name = slug(name) if name else slug(
-        str(info.get("title") or "api"), fallback="api", camel=False
-    )
-    if name and draft_name != name:
-        raise Invalid(f"name: {name!r} must match [a-z0-9_]{{1,64}}")
-    actions = list(_actions(doc, refs, warnings))
+    if name is not None and not _NAME.match(name):
+        raise Invalid(f"name: {name!r} must match [a-z0-9][a-z0-9_-]{{0,63}}")
+    draft_name = name or slug(str(info.get("title") or "api"), fallback="api", camel=False)
+    filters = filters or ImportFilters()
+    actions = list(_actions(doc, refs, warnings, filters))
     if not actions:
+        if filters.describe():
+            raise Invalid(f"/paths: no operation matches the filters ({filters.describe()})")
         raise Invalid("/paths: the document defines no operations")
     auth_type, auth_config = _auth(doc, refs, warnings)
     return ConnectorDraft(
         name=draft_name,
-        description=short_text(info.get("description") or info.get("title") or "", limit=2000),
+        description=_text(info.get("description") or info.get("title")),
         base_url=(base_url or _server_url(doc)).rstrip("/"),
         auth_type=auth_type,
         auth_config=auth_config,
@@ -174,7 +230,9 @@ def _map_scheme(
 # --- operations -------------------------------------------------------------------------
 
 
-def _actions(doc: Mapping[str, Any], refs: Refs, warnings: list[str]) -> Iterator[ActionDraft]:
+def _actions(
+    doc: Mapping[str, Any], refs: Refs, warnings: list[str], filters: ImportFilters
+) -> Iterator[ActionDraft]:
     paths = mapping(doc.get("paths") or {}, "/paths")
     used: set[str] = set()
     for path, raw_item in paths.items():
@@ -190,7 +248,11 @@ def _actions(doc: Mapping[str, Any], refs: Refs, warnings: list[str]) -> Iterato
             op = mapping(item[method], op_at)
             if "responses" in op:
                 mapping(op["responses"], f"{op_at}/responses")
-            name = _unique(slug(str(op.get("operationId") or f"{method}_{path}")), used)
+            base = slug(str(op.get("operationId") or f"{method}_{path}"))
+            if not filters.keeps(str(path), op, base):
+                continue
+            refs.reset()
+            name = _unique(base, used)
             yield _action(name, method, str(path), op, shared, op_at, refs, warnings)
 
 
@@ -249,10 +311,12 @@ def _action(
         if placeholder not in properties:
             properties[placeholder] = {"type": "string", "x-location": "path"}
             required.append(placeholder)
-    template = _request_body(op, at, refs, properties, required, warnings)
+    template, encoding = _request_body(op, at, refs, properties, required, warnings)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
+    if encoding is not None:
+        schema[BODY_ENCODING] = encoding
     return ActionDraft(
         name=name,
         description=_describe(op),
@@ -290,13 +354,17 @@ def _param_schema(param: Mapping[str, Any], where: str, at: str, refs: Refs) -> 
     return schema
 
 
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
 def _describe(op: Mapping[str, Any]) -> str:
-    parts = [short_text(op.get("summary")), short_text(op.get("description"))]
+    parts = [_text(op.get("summary")), _text(op.get("description"))]
     unique = [p for i, p in enumerate(parts) if p and p not in parts[:i]]
     text = " — ".join(unique)
     if op.get("deprecated"):
         text = f"(deprecated) {text}".strip()
-    return short_text(text)
+    return text
 
 
 def _request_body(
@@ -306,44 +374,77 @@ def _request_body(
     properties: dict[str, Any],
     required: list[str],
     warnings: list[str],
-) -> Any:
+) -> tuple[Any, str | None]:
+    """(body template, encoding): encoding is None for JSON, else `form` or `multipart`."""
     if "requestBody" not in op:
-        return None
+        return None, None
     b_at = f"{at}/requestBody"
     body = mapping(refs.shallow(op["requestBody"], b_at), b_at)
     content = mapping(body.get("content") or {}, f"{b_at}/content")
     media = next((m for m in content if _is_json(m)), None)
+    encoding = None
+    if media is None:
+        media = next((m for m in content if _base(m) in FORM_ENCODINGS), None)
+        encoding = FORM_ENCODINGS[_base(media)] if media is not None else None
     if media is None:
         if content:
             warnings.append(f"{b_at}: media types {', '.join(content)} not supported; skipped")
-        return None
+        return None, None
     m_at = f"{b_at}/content/{pointer(media)[1:]}"
     media_obj = mapping(content[media] or {}, m_at)
     schema = refs.schema(media_obj.get("schema") or {}, f"{m_at}/schema")
-    body_required = bool(body.get("required"))
+    # many documents (Twilio's) leave `requestBody.required` out; only an explicitly optional
+    # body loses the `required` list of its fields
+    body_required = bool(body.get("required", True))
     fields = _object_fields(schema)
     if fields is None:
+        if encoding is not None:
+            if not _is_empty_object(schema):
+                warnings.append(f"{m_at}/schema: a {media} body must be an object; skipped")
+            return None, None
         name = "body" if "body" not in properties else "request_body"
         properties[name] = {**(schema if isinstance(schema, dict) else {}), "x-location": "body"}
         if body_required:
             required.append(name)
-        return "{{" + name + "}}"
+        return "{{" + name + "}}", None
     props, needed = fields
+    styles = _deep_objects(media_obj.get("encoding")) if encoding is not None else set()
     template: dict[str, str] = {}
     for key, prop in props.items():
         if isinstance(prop, dict) and prop.get("readOnly"):
             continue
         param = key if key not in properties else f"body_{key}"
         properties[param] = {**(prop if isinstance(prop, dict) else {}), "x-location": "body"}
+        if key in styles:
+            properties[param]["x-style"] = "deepObject"
         template[key] = "{{" + param + "}}"
         if body_required and key in needed:
             required.append(param)
     renamed = any(v != "{{" + k + "}}" for k, v in template.items())
-    return template if renamed else None
+    return (template if renamed else None), encoding
+
+
+def _deep_objects(encoding: Any) -> set[str]:
+    """Form fields the media type's `encoding` marks `style: deepObject` (`expand[0]=a`)."""
+    if not isinstance(encoding, dict):
+        return set()
+    return {str(k) for k, v in encoding.items()
+            if isinstance(v, dict) and v.get("style") == "deepObject"}
+
+
+def _is_empty_object(schema: Any) -> bool:
+    """`{"type": "object", "properties": {}}` and the like: a body with no fields."""
+    return isinstance(schema, dict) and not schema.get("properties") and (
+        schema.get("type") in (None, "object") and not schema.get("allOf")
+    )
+
+
+def _base(media: str) -> str:
+    return media.split(";", 1)[0].strip().lower()
 
 
 def _is_json(media: str) -> bool:
-    base = media.split(";", 1)[0].strip().lower()
+    base = _base(media)
     return base in ("application/json", "*/*") or base.endswith("+json")
 
 

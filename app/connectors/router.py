@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
 from app.connectors.schemas import (
     ActionCreate,
@@ -35,7 +35,7 @@ router = APIRouter(prefix="/connectors", tags=["connectors"])
 )
 async def import_connector(body: ConnectorImport, session: SessionDep) -> Any:
     """Create a connector from an OpenAPI 3.0/3.1 document (JSON object, or JSON/YAML text)."""
-    return await service.import_openapi(session, body)
+    return as_json(await service.import_openapi(session, body), status.HTTP_201_CREATED)
 
 
 add_crud_routes(
@@ -46,6 +46,20 @@ add_crud_routes(
     read=ConnectorRead,
     list_read=ConnectorSummary,
 )
+
+
+@router.post("/{id}/import", response_model=ConnectorImported, responses=ERROR_RESPONSES)
+async def reimport_connector(id: uuid.UUID, body: ConnectorImport, session: SessionDep) -> Any:
+    """Re-import a newer OpenAPI document: actions are added, updated in place or removed
+    (reported in `changes`); credentials are kept unless new ones are sent."""
+    return as_json(await service.resync_openapi(session, id, body), status.HTTP_200_OK)
+
+
+def as_json(result: ConnectorImported, status_code: int) -> Response:
+    """Serialised here (pydantic-core, in one pass): a 10k-action answer would otherwise be
+    validated again and encoded in Python on the event loop."""
+    return Response(result.model_dump_json(), status_code=status_code,
+                    media_type="application/json")
 
 
 @router.get("/{id}/actions", response_model=Page[ActionRead], responses=ERROR_RESPONSES)

@@ -3,8 +3,9 @@
 `introspect` is the only function here that touches the live database; `list_tables`
 and `discover` answer from `DatabaseConnector.schema_cache` through the formatters.
 Cache format: `[{name, description, hidden, columns: [{name, type, nullable,
-primary_key, description}]}]`; tables outside the default schema are named
-`schema.table`.
+primary_key, description}], foreign_keys: [{columns, references_table,
+references_columns}]}]`; tables outside the default schema are named `schema.table` (in
+`references_table` too). Foreign keys tell the model how to join.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def _reflect_schema(inspector: Inspector, schema: str | None, prefix: str) -> li
         comments = inspector.get_multi_table_comment(schema=schema, kind=kind)
     except NotImplementedError:  # SQLite has no comments
         comments = {}
+    foreign = inspector.get_multi_foreign_keys(schema=schema, kind=kind)
+    default = inspector.default_schema_name
     tables = []
     for key, cols in columns.items():
         constraint = primary.get(key)
@@ -84,9 +87,20 @@ def _reflect_schema(inspector: Inspector, schema: str | None, prefix: str) -> li
                 "description": comment,
                 "hidden": False,
                 "columns": [_column(c, pk) for c in cols],
+                "foreign_keys": [_foreign_key(fk, default) for fk in foreign.get(key) or []],
             }
         )
     return tables
+
+
+def _foreign_key(fk: Any, default: str | None) -> dict[str, Any]:
+    schema = fk.get("referred_schema")
+    prefix = "" if schema is None or schema == default else f"{schema}."
+    return {
+        "columns": list(fk["constrained_columns"]),
+        "references_table": f"{prefix}{fk['referred_table']}",
+        "references_columns": list(fk["referred_columns"]),
+    }
 
 
 def _column(col: Any, pk: set[str]) -> dict[str, Any]:

@@ -73,9 +73,10 @@ class RequestGuard:
     path, the query string or a JSON body (422). The body is read once and replayed to the app;
     later `receive` calls (client disconnects) go to the server as before."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, max_import_bytes: int) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.max_import_bytes = max_import_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -86,6 +87,7 @@ class RequestGuard:
             await self._refuse(Invalid(detail), scope, receive, send)
             return
         headers = dict(scope["headers"])
+        limit, variable = self._limit(scope)
         declared = headers.get(b"content-length")
         if declared is None and b"transfer-encoding" not in headers:
             await self.app(scope, receive, send)
@@ -93,9 +95,9 @@ class RequestGuard:
         if (
             declared is not None
             and declared.strip().isdigit()
-            and (int(declared) > self.max_body_bytes)
+            and (int(declared) > limit)
         ):
-            await self._refuse(self._too_large(), scope, receive, send)
+            await self._refuse(_too_large(limit, variable), scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
@@ -105,8 +107,8 @@ class RequestGuard:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body_bytes:
-                await self._refuse(self._too_large(), scope, receive, send)
+            if size > limit:
+                await self._refuse(_too_large(limit, variable), scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -118,15 +120,20 @@ class RequestGuard:
             return
         await self.app(scope, _replay(body, receive), send)
 
-    def _too_large(self) -> PayloadTooLarge:
-        return PayloadTooLarge(
-            f"request body is larger than {self.max_body_bytes} bytes (QUIVER_MAX_BODY_BYTES)"
-        )
+    def _limit(self, scope: Scope) -> tuple[int, str]:
+        """Document imports (`…/import`) have their own, larger limit."""
+        if str(scope.get("path", "")).endswith("/import"):
+            return self.max_import_bytes, "QUIVER_MAX_IMPORT_BYTES"
+        return self.max_body_bytes, "QUIVER_MAX_BODY_BYTES"
 
     @staticmethod
     async def _refuse(error: QuiverError, scope: Scope, receive: Receive, send: Send) -> None:
         response = JSONResponse(error_body(error.kind, error.message), error.status_code)
         await response(scope, receive, send)
+
+
+def _too_large(limit: int, variable: str) -> PayloadTooLarge:
+    return PayloadTooLarge(f"request body is larger than {limit} bytes ({variable})")
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

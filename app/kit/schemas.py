@@ -10,8 +10,9 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 
 T = TypeVar("T")
 
-Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,64}$")]
-"""Resource names: used inside tool names."""
+Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+"""Resource names (`mcp-builder`, `sales_db`): lowercase, digits, `_` and `-`, 1-64 chars,
+starting with a letter or digit. They appear inside tool names, which allow the same set."""
 ShortText = Annotated[str, StringConstraints(max_length=2000)]
 LongText = Annotated[str, StringConstraints(max_length=200_000)]
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -14,3 +16,5 @@ class Skill(IdMixin, TimestampMixin, Base):
     content: Mapped[str] = mapped_column(Text, default="")
     script: Mapped[str | None] = mapped_column(Text, default=None)
     script_type: Mapped[str | None] = mapped_column(String(32), default=None)
+    front_matter: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    """The other SKILL.md front-matter keys (`license`, `allowed-tools`, `metadata`, ...)."""

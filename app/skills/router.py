@@ -18,7 +18,8 @@ router = APIRouter(prefix="/skills", tags=["skills"])
 )
 async def import_skill(body: SkillImport, session: SessionDep) -> SkillRead:
     """Create a skill from a SKILL.md document (YAML front matter + body)."""
-    return SkillRead.model_validate(await service.import_document(session, body.document))
+    skill = await service.import_document(session, body.document, name=body.name)
+    return SkillRead.model_validate(skill)
 
 
 add_crud_routes(router, service=service, create=SkillCreate, update=SkillUpdate, read=SkillRead)

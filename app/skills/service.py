@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from typing import Any
@@ -17,8 +18,12 @@ from app.skills.schemas import SkillCreate, SkillUpdate
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
 
 
-def parse_skill_md(document: str) -> SkillCreate:
-    """SKILL.md → SkillCreate; a precise 422 for every way the document can be wrong."""
+def parse_skill_md(document: str, *, name: str | None = None) -> SkillCreate:
+    """SKILL.md → SkillCreate; a precise 422 for every way the document can be wrong.
+
+    `name` (already a valid slug) replaces the front matter's `name`, which may then be
+    absent. Keys other than `name` and `description` are kept in `front_matter`.
+    """
     match = _FRONT_MATTER.match(document.lstrip("\ufeff"))
     if match is None:
         raise Invalid("document: SKILL.md must start with YAML front matter between '---' lines")
@@ -28,18 +33,25 @@ def parse_skill_md(document: str) -> SkillCreate:
         raise Invalid(f"document: front matter is not valid YAML: {exc}") from exc
     if not isinstance(meta, dict):
         raise Invalid("document: front matter must be a mapping with 'name' and 'description'")
-    for key in ("name", "description"):
+    for key in ("name", "description") if name is None else ("description",):
         if not isinstance(meta.get(key), str) or not meta[key].strip():
             raise Invalid(f"document: front matter needs a non-empty string {key!r}")
+    extra = {str(k): v for k, v in meta.items() if k not in ("name", "description")}
     try:
         return SkillCreate(
-            name=meta["name"].strip(),
+            name=name if name is not None else meta["name"].strip(),
             description=meta["description"].strip(),
             content=match.group(2).strip(),
+            # YAML dates and the like become strings: the keys are stored as JSON
+            front_matter=json.loads(json.dumps(extra, default=str)),
         )
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise Invalid(f"document: {err['loc'][0]}: {err['msg']}") from exc
+        field = str(err["loc"][0]) if err["loc"] else "front matter"
+        if field == "content":
+            raise Invalid("document: the body after the front matter is empty; a skill needs "
+                          "instructions") from exc
+        raise Invalid(f"document: {field}: {err['msg']}") from exc
 
 
 class SkillService(CrudService[Skill]):
@@ -57,8 +69,10 @@ class SkillService(CrudService[Skill]):
         self.apply(skill, data)
         return await self.save(session, skill)
 
-    async def import_document(self, session: AsyncSession, document: str) -> Skill:
-        return await self.create(session, parse_skill_md(document))
+    async def import_document(
+        self, session: AsyncSession, document: str, *, name: str | None = None
+    ) -> Skill:
+        return await self.create(session, parse_skill_md(document, name=name))
 
 
 skill_service = SkillService()

@@ -19,11 +19,19 @@ class ColumnInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ForeignKeyInfo:
+    columns: tuple[str, ...]
+    references_table: str
+    references_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class TableInfo:
     name: str
     description: str = ""
     hidden: bool = False
     columns: tuple[ColumnInfo, ...] = ()
+    foreign_keys: tuple[ForeignKeyInfo, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,11 +57,23 @@ def _table(raw: Any) -> TableInfo | None:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         return None
     columns = [c for c in map(_column, raw.get("columns") or []) if c is not None]
+    keys = [k for k in map(_foreign_key, raw.get("foreign_keys") or []) if k is not None]
     return TableInfo(
         name=raw["name"],
         description=str(raw.get("description") or ""),
         hidden=bool(raw.get("hidden", False)),
         columns=tuple(columns),
+        foreign_keys=tuple(keys),
+    )
+
+
+def _foreign_key(raw: Any) -> ForeignKeyInfo | None:
+    if not isinstance(raw, dict) or not isinstance(raw.get("references_table"), str):
+        return None
+    return ForeignKeyInfo(
+        columns=tuple(str(c) for c in raw.get("columns") or []),
+        references_table=raw["references_table"],
+        references_columns=tuple(str(c) for c in raw.get("references_columns") or []),
     )
 
 

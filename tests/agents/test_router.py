@@ -38,7 +38,7 @@ async def make_resources(client: httpx.AsyncClient, suffix: str = "a") -> dict[s
         "/api/v1/mcp-servers",
         {"name": f"mcp_{suffix}", "transport": "streamable_http", "url": "https://mcp.test/mcp"},
     )
-    skill = await create(client, "/api/v1/skills", {"name": f"skill_{suffix}"})
+    skill = await create(client, "/api/v1/skills", {"name": f"skill_{suffix}", "content": "x"})
     return {
         "connector_ids": connector["id"],
         "database_ids": database["id"],

@@ -30,6 +30,7 @@ LISTS = [
     "/api/v1/api-keys",
 ]
 SMALL_LIMIT = 4096
+IMPORT_LIMIT = SMALL_LIMIT * 4
 RFC3339_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
 
@@ -42,7 +43,9 @@ async def store_app(
 ) -> AsyncIterator[FastAPI]:
     """The app on either store, with a small body limit (QUIVER_MAX_BODY_BYTES)."""
     if request.param == "postgres":
-        pg = settings.model_copy(update={"max_body_bytes": SMALL_LIMIT})
+        pg = settings.model_copy(
+            update={"max_body_bytes": SMALL_LIMIT, "max_import_bytes": IMPORT_LIMIT}
+        )
         application = create_app(pg, sessionmaker=sessionmaker)
     else:
         lite = Settings(
@@ -51,6 +54,7 @@ async def store_app(
             admin_token=ADMIN_TOKEN,
             secret_keys=[SECRET_KEY],
             max_body_bytes=SMALL_LIMIT,
+            max_import_bytes=IMPORT_LIMIT,
         )
         await asyncio.to_thread(upgrade, lite)
         application = create_app(lite)
@@ -146,6 +150,19 @@ async def test_body_over_the_limit_is_a_413_before_parsing(api: httpx.AsyncClien
     assert await _count(api, "/api/v1/skills") == before
     under = await api.post("/api/v1/skills", json={"name": "small", "content": "x" * 1000})
     assert under.status_code == 201, under.text
+
+
+async def test_document_imports_have_their_own_larger_limit(api: httpx.AsyncClient) -> None:
+    body = "x" * (SMALL_LIMIT + 100)
+    document = f"---\nname: large-import\ndescription: a long procedure\n---\n{body}"
+    imported = await api.post("/api/v1/skills/import", json={"document": document})
+    assert imported.status_code == 201, imported.text
+    before = await _count(api, "/api/v1/skills")
+    too_big = "y" * IMPORT_LIMIT
+    document = f"---\nname: too-large\ndescription: too long\n---\n{too_big}"
+    refused = await api.post("/api/v1/skills/import", json={"document": document})
+    assert_error(refused, 413, "PayloadTooLarge", mentions=["QUIVER_MAX_IMPORT_BYTES"])
+    assert await _count(api, "/api/v1/skills") == before
 
 
 async def test_chunked_body_without_length_over_the_limit_is_a_413(

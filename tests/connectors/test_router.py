@@ -152,7 +152,7 @@ BAD_INPUT: list[tuple[dict[str, Any], str]] = [
     ({"name": "x"}, "base_url"),
     (connector(base_url="ftp://files.test"), "base_url"),
     (connector(base_url="https://" + "a" * 2048), "base_url"),
-    (connector(description="d" * 2001), "description"),
+    (connector(description="d" * 100_001), "description"),
     (connector(auth_type="oauth"), "auth_type"),
     (connector(auth_config={"header_name": "bad header"}), "header_name"),
     (connector(auth_config={"unknown": "x"}), "unknown"),

@@ -47,8 +47,8 @@ async def test_create_returns_201_with_every_field(client: httpx.AsyncClient) ->
 
 
 async def test_create_applies_defaults(client: httpx.AsyncClient) -> None:
-    created = await create(client, PATH, {"name": "bare"})
-    assert (created["description"], created["content"], created["script"]) == ("", "", None)
+    created = await create(client, PATH, {"name": "bare", "content": "c"})
+    assert (created["description"], created["script"], created["front_matter"]) == ("", None, {})
 
 
 async def test_list_is_paginated(client: httpx.AsyncClient) -> None:

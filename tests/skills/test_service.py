@@ -15,7 +15,6 @@ def test_parse_skill_md_tolerates_bom_crlf_and_no_body() -> None:
     parsed = parse_skill_md(doc)
     assert (parsed.name, parsed.description) == ("deploy", "Ship it")
     assert parsed.content == "Step 1\r\nStep 2"
-    assert parse_skill_md("---\nname: empty\ndescription: d\n---").content == ""
 
 
 def test_parse_skill_md_keeps_extra_front_matter_out_of_the_body() -> None:
@@ -35,6 +34,8 @@ def test_parse_skill_md_keeps_extra_front_matter_out_of_the_body() -> None:
         "---\nname: x\ndescription: [a]\n---\n",
         "---\nname: a b\ndescription: d\n---\n",
         "---\nname: x\ndescription: " + "d" * 2001 + "\n---\n",
+        "---\nname: empty\ndescription: d\n---",
+        "---\nname: blank\ndescription: d\n---\n  \n\t\n",
     ],
 )
 def test_parse_skill_md_rejects(doc: str) -> None:
@@ -45,8 +46,8 @@ def test_parse_skill_md_rejects(doc: str) -> None:
 
 async def test_a_unique_name_race_is_a_conflict_not_a_500(session: AsyncSession) -> None:
     """Two writers pass the name check at once: the constraint decides, as a 409."""
-    await skill_service.create(session, SkillCreate(name="raced"))
+    await skill_service.create(session, SkillCreate(name="raced", content="c"))
     with pytest.raises(Conflict):
-        await skill_service.save(session, Skill(name="raced"))
+        await skill_service.save(session, Skill(name="raced", content="c"))
     count = await session.scalar(select(func.count()).select_from(Skill))
     assert count == 1, "the failed insert was rolled back to its savepoint; the session lives on"

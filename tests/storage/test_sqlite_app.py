@@ -96,7 +96,7 @@ async def test_embedded_default_end_to_end(
         assert patched.json()["instructions"] == "Be brief."
         assert patched.json()["skill_ids"] == [sid]
         assert (await client.get("/api/v1/agents")).json()["total"] == 1
-        dup = await client.post("/api/v1/skills", json={"name": "triage"})
+        dup = await client.post("/api/v1/skills", json={"name": "triage", "content": "x"})
         assert (dup.status_code, dup.json()["error"]) == (409, "Conflict")
 
         assert (await client.delete(f"/api/v1/skills/{sid}")).status_code == 204
@@ -151,7 +151,7 @@ async def test_a_write_is_committed_before_its_response_starts(
             app,
             embedded,
             "/api/v1/skills",
-            {"name": "durable"},
+            {"name": "durable", "content": "c"},
             key=key,
             probe="SELECT count(*) FROM skills WHERE name = 'durable'",
         )

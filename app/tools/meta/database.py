@@ -14,7 +14,7 @@ from app.tools.backends import DatabaseBackend
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, one_line
-from app.tools.rows import ColumnInfo, TableInfo, visible_tables
+from app.tools.rows import ColumnInfo, ForeignKeyInfo, TableInfo, visible_tables
 from app.tools.stubs import database_stub
 from app.tools.suggest import unknown_name
 from app.tools.validation import invalid_arguments
@@ -49,7 +49,18 @@ def describe_table(database: DatabaseConnector, table: TableInfo) -> str:
     head = f"Table {database.name}.{table.name}"
     if table.description:
         head += f": {one_line(table.description)}"
-    return "\n".join([head, *(column_line(c) for c in table.columns)])
+    keys = [foreign_key_line(k) for k in table.foreign_keys]
+    joins = ["Foreign keys:", *keys] if keys else []
+    return "\n".join([head, *(column_line(c) for c in table.columns), *joins])
+
+
+def foreign_key_line(key: ForeignKeyInfo) -> str:
+    """`- customer_id → customers.id`: how to join (composite: `(a, b) → t.(x, y)`)."""
+
+    def side(columns: tuple[str, ...]) -> str:
+        return columns[0] if len(columns) == 1 else f"({', '.join(columns)})"
+
+    return f"- {side(key.columns)} → {key.references_table}.{side(key.references_columns)}"
 
 
 def list_tables_text(database: DatabaseConnector) -> str:
