@@ -18,6 +18,8 @@ from app.reasoning.profile import glob_match
 ACTING_SUBCOMMANDS = {"connector": "execute", "mcp": "call", "database": "query"}
 """Meta-tool → the one subcommand that acts; its other subcommands only look."""
 NEVER_WAIT = frozenset({"request_tools"})
+LOOKING_DATABASE_TARGETS = ("/list_tables", "/describe_table", "/discover")
+"""Legacy database tools that only read the cached schema (`sales__list_tables`, …)."""
 
 
 def glob_reason(
@@ -28,6 +30,8 @@ def glob_reason(
         return None
     acting = ACTING_SUBCOMMANDS.get(name)
     if acting is not None and kind in ("meta", name) and arguments.get("subcommand") != acting:
+        return None
+    if kind == "database" and step.endswith(LOOKING_DATABASE_TARGETS):
         return None
     for pattern in config.tools:
         if glob_match(pattern, name) or (step and glob_match(pattern, step)):
