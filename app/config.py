@@ -25,6 +25,7 @@ class ToolMode(StrEnum):
 
 
 class SelectionStrategy(StrEnum):
+    HYBRID = "hybrid"
     LEXICAL = "lexical"
     LLM = "llm"
 

@@ -34,6 +34,7 @@ MODULES = (
     "connector_overhead",
     "sql_safety",
     "mcp_overhead",
+    "cancel",
     "llm_stream",
     "load",
 )
@@ -45,6 +46,7 @@ KNOBS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
     "chat_overhead": ({"ROUNDS": 60}, {"ROUNDS": 20}),
     "connector_overhead": ({}, {"ITERATIONS": 100, "WARMUP": 10}),
     "mcp_overhead": ({}, {"CALLS": 100, "WARMUP": 10}),
+    "cancel": ({"ROUNDS": 10}, {"ROUNDS": 3}),
     "llm_stream": ({}, {"WARMUP": 5}),
 }
 # Keyword arguments for run() (full, quick), for modules whose sample count is a parameter.

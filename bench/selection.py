@@ -1,28 +1,50 @@
-"""Tool-selection quality and latency of the lexical ranker on the shared datasets.
+"""Tool-selection quality and latency of the local rankers (lexical, hybrid) on the shared datasets.
 
-Run: `.venv/bin/python -m bench.selection`. Data: `$QUIVER_BENCH_DATA` or `../shared/data` next to
-the repository. Every `selection/<dataset>/queries*.jsonl` is scored against the matching
-`tools*.jsonl` (`queries_x.jsonl` uses `tools_x.jsonl` when present, else `tools.jsonl`).
+Run: `.venv/bin/python -m bench.selection [--split test|tune|all] [--strategies lexical,hybrid]`.
+Data: `$QUIVER_BENCH_DATA` or `../shared/data` next to the repository. Every
+`selection/<dataset>/queries*.jsonl` is scored against the matching `tools*.jsonl`
+(`queries_x.jsonl` uses `tools_x.jsonl` when present, else `tools.jsonl`).
 
 Protocols: `pool` ranks the whole tools file for every query (the protocol of the BM25 baselines in
 the data README); `candidates` ranks only the tools the query's source row offered, when the file
 has a `candidates` field. Irrelevance files (no gold) report the abstain rate instead of recall.
+
+Split: the hybrid ranker's constants were tuned on the `tune` half of every query file (queries
+at even positions); the default `test` half (odd positions) was not looked at while tuning, so
+its figures are not fitted. `all` scores every query.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.pipeline.hybrid import HybridRanker
 from app.pipeline.ranker import LexicalRanker, ScoredTool
 from app.tools.base import ToolDef
 from bench.common import bench_data_dir, percentile, print_table
 
 KS = (3, 5, 6, 10)
+Ranker = LexicalRanker | HybridRanker
+RANKERS: dict[str, type[LexicalRanker] | type[HybridRanker]] = {
+    "lexical": LexicalRanker,
+    "hybrid": HybridRanker,
+}
+SPLITS = ("test", "tune", "all")
+
+
+def split_queries(queries: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+    """`tune`: even positions (used to choose constants); `test`: odd positions; `all`."""
+    if split == "all":
+        return queries
+    first = 0 if split == "tune" else 1
+    return queries[first::2]
 
 
 def data_dir() -> Path:
@@ -91,29 +113,38 @@ class Scores:
         return out
 
 
-def _timed_rank(ranker: LexicalRanker, query: str) -> tuple[list[ScoredTool], float]:
+def _timed_rank(ranker: Ranker, query: str) -> tuple[list[ScoredTool], float]:
     start = time.perf_counter()
     scored = ranker.rank(query, k=max(KS))
     return scored, (time.perf_counter() - start) * 1000.0
 
 
 def _subset_ranker(
-    by_name: dict[str, ToolDef],
-) -> Callable[[Sequence[str]], LexicalRanker]:
-    def make(names: Sequence[str]) -> LexicalRanker:
-        return LexicalRanker.cached([by_name[n] for n in names if n in by_name])
+    by_name: dict[str, ToolDef], kind: type[LexicalRanker] | type[HybridRanker]
+) -> Callable[[Sequence[str]], Ranker]:
+    def make(names: Sequence[str]) -> Ranker:
+        return kind.cached([by_name[n] for n in names if n in by_name])
 
     return make
 
 
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def evaluate_file(
-    queries: list[dict[str, Any]], tools: list[ToolDef], aliases: dict[str, str]
+    queries: list[dict[str, Any]],
+    tools: list[ToolDef],
+    aliases: dict[str, str],
+    kind: type[LexicalRanker] | type[HybridRanker] = LexicalRanker,
 ) -> dict[str, dict[str, float]]:
     """Metrics per protocol for one query file (recall files) or abstain rates (irrelevance)."""
+    if kind is HybridRanker:
+        HybridRanker([])  # load the embedding model outside the timed build
     started = time.perf_counter()
-    pool = LexicalRanker(tools)
+    pool = kind(tools)
     build_ms = (time.perf_counter() - started) * 1000.0
-    subset = _subset_ranker({t.name: t for t in tools})
+    subset = _subset_ranker({t.name: t for t in tools}, kind)
     has_candidates = any("candidates" in q for q in queries)
     relevant = [q for q in queries if gold_units(q)]
     out: dict[str, dict[str, float]] = {}
@@ -164,27 +195,144 @@ def _tools_for(queries_path: Path) -> Path:
     return paired if paired.exists() else queries_path.with_name("tools.jsonl")
 
 
-def run(root: Path | None = None) -> dict[str, Any]:
-    """Evaluate every selection dataset; returns {"<dataset>/<file>": {protocol: metrics}}."""
+def run(
+    root: Path | None = None,
+    *,
+    split: str = "test",
+    strategies: Sequence[str] = ("lexical", "hybrid"),
+) -> dict[str, Any]:
+    """Every selection dataset: {"<dataset>/<file>": {"<strategy> <protocol>": metrics}}."""
     base = (root or data_dir()) / "selection"
-    results: dict[str, Any] = {}
+    if not base.is_dir():
+        raise SystemExit(
+            f"bench.selection: no selection data at {base}; set QUIVER_BENCH_DATA to the folder"
+            " holding selection/<dataset>/"
+        )
+    results: dict[str, Any] = {"split": {"name": split}}
+    rss_before = _rss_mb()
     for ds in sorted(p for p in base.iterdir() if (p / "tools.jsonl").exists()):
         for qpath in sorted(ds.glob("queries*.jsonl")):
             tpath = _tools_for(qpath)
-            results[f"{ds.name}/{qpath.stem}"] = evaluate_file(
-                read_jsonl(qpath), load_tools(tpath), base_names(tpath)
-            )
+            queries = split_queries(read_jsonl(qpath), split)
+            tools, aliases = load_tools(tpath), base_names(tpath)
+            per_file: dict[str, dict[str, float]] = {}
+            for strategy in strategies:
+                metrics = evaluate_file(queries, tools, aliases, RANKERS[strategy])
+                per_file.update({f"{strategy} {proto}": m for proto, m in metrics.items()})
+            results[f"{ds.name}/{qpath.stem}"] = per_file
+    results["split"]["peak_rss_growth_mb"] = _rss_mb() - rss_before
     return results
 
 
+SCALE_SIZES = (1_000, 10_000)
+SCALE_QUERIES = 300
+SCALE_COLUMNS = (
+    "queries",
+    "build_ms",
+    "build_cpu_ms",
+    "ms_p50",
+    "ms_p99",
+    "cpu_ms_p50",
+    "cpu_ms_p99",
+    "rss_growth_mb",
+)
+
+
+def _pooled_tools(base: Path) -> list[ToolDef]:
+    """Every tool of every dataset, deduplicated by name."""
+    seen: dict[str, ToolDef] = {}
+    for path in sorted(base.glob("*/tools*.jsonl")):
+        for tool in load_tools(path):
+            seen.setdefault(tool.name, tool)
+    return list(seen.values())
+
+
+def _catalog(pool: list[ToolDef], size: int) -> list[ToolDef]:
+    """`size` tools: the pool repeated with a copy number in each repeated name."""
+    return [
+        ToolDef(
+            name=pool[i % len(pool)].name + (f"_{i // len(pool)}" if i >= len(pool) else ""),
+            description=pool[i % len(pool)].description,
+            parameters=pool[i % len(pool)].parameters,
+        )
+        for i in range(size)
+    ]
+
+
+def scale_timing(
+    root: Path | None = None, strategies: Sequence[str] = ("lexical", "hybrid")
+) -> dict[str, Any]:
+    """Per-query latency, index build time and memory at 1,000 and 10,000 tools."""
+    base = (root or data_dir()) / "selection"
+    pool = _pooled_tools(base)
+    queries = [
+        q["query"]
+        for path in sorted(base.glob("*/queries*.jsonl"))
+        for q in read_jsonl(path)
+        if gold_units(q)
+    ][::7][:SCALE_QUERIES]
+    out: dict[str, Any] = {}
+    HybridRanker([])  # the embedding model loads once per process, outside the build timing
+    for size in SCALE_SIZES:
+        tools = _catalog(pool, size)
+        for strategy in strategies:
+            rss = _rss_mb()
+            started, started_cpu = time.perf_counter(), time.process_time()
+            ranker = RANKERS[strategy](tools)
+            build_ms = (time.perf_counter() - started) * 1000.0
+            build_cpu_ms = (time.process_time() - started_cpu) * 1000.0
+            wall: list[float] = []
+            cpu: list[float] = []
+            for q in queries:
+                start, start_cpu = time.perf_counter(), time.process_time()
+                ranker.rank(q, k=max(KS))
+                cpu.append((time.process_time() - start_cpu) * 1000.0)
+                wall.append((time.perf_counter() - start) * 1000.0)
+            out[f"{strategy} {size}"] = {
+                "tools": size,
+                "queries": len(queries),
+                "build_ms": build_ms,
+                "build_cpu_ms": build_cpu_ms,
+                "ms_p50": percentile(wall, 50),
+                "ms_p99": percentile(wall, 99),
+                "cpu_ms_p50": percentile(cpu, 50),
+                "cpu_ms_p99": percentile(cpu, 99),
+                "rss_growth_mb": _rss_mb() - rss,
+            }
+            del ranker
+    return out
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.selection")
+    parser.add_argument("--split", choices=SPLITS, default="test")
+    parser.add_argument("--strategies", default="lexical,hybrid")
+    parser.add_argument("--scale", action="store_true", help="latency at 1,000 and 10,000 tools")
+    return parser.parse_args()
+
+
 def main() -> None:
-    results = run()
+    args = _args()
+    strategies = [s for s in args.strategies.split(",") if s]
+    if args.scale:
+        timing = scale_timing(strategies=strategies)
+        rows = [
+            [key, *(m[c] for c in SCALE_COLUMNS)] for key, m in timing.items()
+        ]
+        headers = ["strategy tools", "queries", "build ms", "build cpu ms", "ms p50", "ms p99"]
+        print_table(rows, [*headers, "cpu p50", "cpu p99", "RSS +MB"])
+        return
+    results = run(split=args.split, strategies=strategies)
+    split = results.pop("split")
+    print(f"split: {split['name']}; peak RSS growth {split['peak_rss_growth_mb']:.0f} MB")
     rows = []
     abstain_rows = []
     for key, protocols in results.items():
         for proto, m in protocols.items():
-            if proto == "irrelevance":
-                abstain_rows.append([key, m["n"], m["abstain_pool"], m["abstain_candidates"]])
+            if proto.endswith("irrelevance"):
+                abstain_rows.append(
+                    [f"{key} [{proto}]", m["n"], m["abstain_pool"], m["abstain_candidates"]]
+                )
                 continue
             rows.append(
                 [f"{key} [{proto}]", m["n"]]

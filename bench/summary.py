@@ -99,9 +99,11 @@ def token_kinds(r: dict[str, Any]) -> list[Row]:
 def selection(r: dict[str, Any]) -> list[Row]:
     rows = []
     for dataset, protocols in r.items():
+        if dataset == "split":
+            continue
         for proto, m in protocols.items():
-            if proto == "irrelevance":
-                rows.append(_row(f"{dataset}: abstain share (irrelevant)", m["abstain_pool"]))
+            if proto.endswith("irrelevance"):
+                rows.append(_row(f"{dataset} [{proto}]: abstain share", m["abstain_pool"]))
                 continue
             name = f"{dataset} [{proto}]"
             recall = " / ".join(f"{m[f'recall@{k}']:.3f}" for k in (3, 6, 10))
@@ -180,6 +182,14 @@ def mcp_overhead(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def cancel(r: dict[str, Any]) -> list[Row]:
+    return [
+        _row(f"cancel → {kind} call stopped p95", m["stopped_p95_ms"], " ms", le=r["target_ms"])
+        for kind, m in r.items()
+        if isinstance(m, dict) and "stopped_p95_ms" in m
+    ]
+
+
 def llm_stream(r: dict[str, Any]) -> list[Row]:
     return [
         _row("LlmClient added TTFT p50 vs raw httpx", r["overhead_ttft_p50_ms"], " ms"),
@@ -249,6 +259,7 @@ BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "connector_overhead": connector_overhead,
     "sql_safety": sql_safety,
     "mcp_overhead": mcp_overhead,
+    "cancel": cancel,
     "llm_stream": llm_stream,
     "load": load,
 }

@@ -258,6 +258,7 @@ class ReactRun:
                 audit=self.deps.backends.tool_audit,
                 approval=parse_agent_config(inp.agent.model_config_json).approval,
                 gate=self.deps.approvals,
+                cancel=self.deps.cancel,
             )
             async for event in self._iterate(toolset, messages, phase):
                 yield event

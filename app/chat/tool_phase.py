@@ -1,11 +1,18 @@
-"""One turn's tool calls: run concurrently under a timeout, track progress, report events."""
+"""One turn's tool calls: run concurrently under a timeout, track progress, report events.
+
+Cancelling the run cancels the calls still in flight: each executor stops its work at the
+other end (MCP `notifications/cancelled`, the database query cancelled server-side, the HTTP
+request aborted), every unfinished call is answered with a cancelled observation, and the
+turn ends the run as `cancelled`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +36,14 @@ from app.security.redact import redact, redact_text
 from app.tools.backends import ToolAuditBackend
 from app.tools.base import CallContext, ToolResult
 
+CANCEL_GRACE_S = 0.75
+"""How long a cancelled turn waits for its calls to stop their remote work; a call still
+cleaning up after that finishes in the background."""
+CANCELLED_ERROR = "Cancelled: the run was cancelled before this tool call finished"
 Planned = tuple[ToolCallRequest, dict[str, Any] | None, str | None, str]
 """One call of the turn: the request, its parsed arguments or the parse error, its step."""
+Finished = tuple[int, ToolResult, float]
+"""A call's index in the turn, its result and its duration in ms."""
 
 
 @dataclass
@@ -47,10 +60,14 @@ class ToolPhase:
     outcome: NextStep = field(default_factory=RunAgain)
     audit: ToolAuditBackend | None = None
     """Where every call's audit row goes (none in unit tests of the phase)."""
+    cancel: asyncio.Event | None = None
+    """The run's cancel flag: once set, calls still in flight are cancelled."""
     approval: Approval | None = None
     """The agent's approval globs and timeout."""
     gate: ApprovalGate | None = None
     """Who decides calls that wait for a person (none: such calls fail)."""
+    _waiting: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    """call id → approval id of the calls waiting for a person now."""
 
     def __post_init__(self) -> None:
         if self.step_iteration is not None:
@@ -115,8 +132,6 @@ class ToolPhase:
             timeout_s=timeout_s,
         )
 
-        ids: list[str] = []
-
         def opened(done: Opened) -> None:
             emit(
                 ApprovalRequested(
@@ -127,12 +142,12 @@ class ToolPhase:
                     expires_at=done.expires_at.isoformat(),
                 )
             )
-            ids.append(done.approval_id)
+            self._waiting[call.id] = done.approval_id
 
         decision = await self.gate.request(request, opened)
         emit(
             ApprovalResolved(
-                approval_id=ids[0] if ids else "",
+                approval_id=self._waiting.pop(call.id, ""),
                 decision=decision.outcome,
                 by=decision.by,
                 reason=decision.reason,
@@ -162,6 +177,17 @@ class ToolPhase:
         else:
             result = await self._gated(call, args or {}, step, emit)
         elapsed_ms = (time.perf_counter() - start) * 1000
+        self._audit(call, args, step, result, elapsed_ms)
+        return index, result, elapsed_ms
+
+    def _audit(
+        self,
+        call: ToolCallRequest,
+        args: dict[str, Any] | None,
+        step: str,
+        result: ToolResult,
+        elapsed_ms: float,
+    ) -> None:
         if self.audit is not None:
             self.audit.record(
                 tool_call_row(
@@ -174,7 +200,6 @@ class ToolPhase:
                     latency_ms=elapsed_ms,
                 )
             )
-        return index, result, elapsed_ms
 
     async def run(
         self, calls: list[ToolCallRequest], iteration: int, messages: list[ChatMessage]
@@ -196,12 +221,12 @@ class ToolPhase:
                 iteration=iteration,
                 arguments=args if args is not None else call.arguments,
             )
+        started = time.perf_counter()
         # Results and approval events arrive on one queue: a call that waits for a person
         # pauses alone while the turn's other calls finish and are reported.
-        outbox: asyncio.Queue[RunEvent | tuple[int, ToolResult, float]] = asyncio.Queue()
+        outbox: asyncio.Queue[RunEvent | Finished] = asyncio.Queue()
 
         async def one(index: int, plan: Planned) -> None:
-            started = time.perf_counter()
             call, args, error, step = plan
             try:
                 outbox.put_nowait(
@@ -214,31 +239,38 @@ class ToolPhase:
         tasks = [asyncio.ensure_future(one(index, plan)) for index, plan in enumerate(planned)]
         results: dict[int, ToolResult] = {}
         try:
-            while len(results) < len(tasks):
-                item = await outbox.get()
-                if not isinstance(item, tuple):
-                    yield item
-                    continue
-                index, result, ms = item
-                results[index] = result
-                call = planned[index][0]
-                yield ToolResultEvent(
-                    call_id=call.id,
-                    name=call.name,
-                    ok=result.ok,
-                    output=redact_text(result.output) if result.ok else "",
-                    error=None if result.ok else redact_text(result.error or "error"),
-                    duration_ms=round(ms, 2),
-                )
-                if result.loaded_tools:
-                    yield ToolsLoaded(names=list(result.loaded_tools))
+            async with contextlib.aclosing(self._completed(outbox, len(tasks))) as completed:
+                async for item in completed:
+                    if not isinstance(item, tuple):
+                        yield item
+                        continue
+                    index, result, ms = item
+                    results[index] = result
+                    yield self._result_event(planned[index][0], result, ms)
+                    if result.loaded_tools:
+                        yield ToolsLoaded(names=list(result.loaded_tools))
         finally:
-            for task in tasks:
-                task.cancel()
+            await _stop(tasks)
+        while not outbox.empty():  # approval events of calls the cancel stopped
+            item = outbox.get_nowait()
+            if not isinstance(item, tuple):
+                yield item
+        for call_id, approval_id in list(self._waiting.items()):
+            yield ApprovalResolved(approval_id=approval_id, decision="cancelled")
+            del self._waiting[call_id]
+        cancelled = [i for i in range(len(planned)) if i not in results]
+        for index in cancelled:
+            results[index] = ToolResult.fail(CANCELLED_ERROR)
+            ms = (time.perf_counter() - started) * 1000
+            call, args, _error, step = planned[index]
+            self._audit(call, args, step, results[index], ms)
+            yield self._result_event(call, results[index], ms)
+        if cancelled:
+            self.outcome = Stopped(status="cancelled")
         for index, (call, _args, _error, step) in enumerate(planned):
             result = results[index]
             text = redact_text(result.text)
-            stop = self._track(result, result.step or step)
+            stop = None if index in cancelled else self._track(result, result.step or step)
             if stop is not None:
                 action = (
                     self.step_iteration.on_limit_reached if self.step_iteration else "skip_step"
@@ -253,6 +285,42 @@ class ToolPhase:
                     )
             messages.append(ChatMessage.tool(call.id, text, name=call.name))
 
+    async def _completed(
+        self, outbox: asyncio.Queue[RunEvent | Finished], calls: int
+    ) -> AsyncGenerator[RunEvent | Finished]:
+        """Approval events and results in arrival order; stops early (leaving calls
+        pending) on cancel."""
+        received = 0
+        cancel = asyncio.ensure_future(self.cancel.wait()) if self.cancel is not None else None
+        try:
+            while received < calls:
+                if cancel is not None and cancel.done():
+                    return
+                getter = asyncio.ensure_future(outbox.get())
+                waits: set[asyncio.Future[Any]] = {getter} if cancel is None else {getter, cancel}
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    return
+                item = getter.result()
+                if isinstance(item, tuple):
+                    received += 1
+                yield item
+        finally:
+            if cancel is not None:
+                cancel.cancel()
+
+    @staticmethod
+    def _result_event(call: ToolCallRequest, result: ToolResult, ms: float) -> ToolResultEvent:
+        return ToolResultEvent(
+            call_id=call.id,
+            name=call.name,
+            ok=result.ok,
+            output=redact_text(result.output) if result.ok else "",
+            error=None if result.ok else redact_text(result.error or "error"),
+            duration_ms=round(ms, 2),
+        )
+
     def _track(self, result: ToolResult, step: str) -> Stop | None:
         # A skipped step already stopped once: its refusals (and a parallel call that failed
         # in the same turn) must not count again and re-emit `step_limit_reached`.
@@ -263,3 +331,12 @@ class ToolPhase:
             return None
         decision = self.tracker.record_failure(step, result.error or "")
         return decision if isinstance(decision, Stop) else None
+
+
+async def _stop(tasks: Sequence[asyncio.Future[None]]) -> None:
+    """Cancel the calls still running and give them `CANCEL_GRACE_S` to stop remote work."""
+    running = [task for task in tasks if not task.done()]
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running, timeout=CANCEL_GRACE_S)

@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 _ERROR_EXCERPT_CHARS = 1000
 _AUDIT_ERROR_CHARS = 1000
+CANCELLED_AUDIT_ERROR = "cancelled: the request was aborted"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +109,11 @@ class ConnectorExecutor:
             outcome = await self._run(connector, action, arguments, auth, redactor)
         except (ParameterError, AuthError) as exc:
             outcome = _Outcome(result=ToolResult.fail(redactor.text(str(exc))))
+        except asyncio.CancelledError:
+            # The run was cancelled: the request was aborted (its connection closed).
+            aborted = _Outcome(result=ToolResult.fail(CANCELLED_AUDIT_ERROR))
+            self._record(connector, action, arguments, ctx, aborted, redactor, started)
+            raise
         result = _with_step(outcome.result, step)
         self._record(connector, action, arguments, ctx, outcome, redactor, started)
         return result

@@ -4,15 +4,22 @@ Each driver opens a read-only transaction (or a plain one for `read_only=False`
 connectors), arms a server-side statement timeout, fetches at most `cap` rows and ends
 the transaction. Server errors are re-raised as `DriverError`/`DriverTimeout` carrying
 whether the connection can go back to the pool.
+
+`cancel()` stops a statement whose caller went away (a cancelled run) on the server, so it
+does not run on to its timeout: Postgres `pg_cancel_backend`, MySQL/MariaDB `KILL QUERY`
+(both from a second connection, repeated until the session is seen idle), SQLite
+`interrupt`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sqlite3
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,6 +33,7 @@ from app.databases.readonly import CheckedSql
 _MYSQL_TIMEOUT_ERRNOS = frozenset({1969, 3024})
 """MariaDB max_statement_time / MySQL max_execution_time exceeded."""
 _SQLITE_PROGRESS_OPS = 10_000
+_CANCEL_POLL_S = 0.02
 
 
 @dataclass(kw_only=True)
@@ -49,7 +57,15 @@ class DriverTimeout(DriverError):
     pass
 
 
+ControlConnection = Callable[[], AbstractAsyncContextManager[Any]]
+"""Opens a second native connection to the same database (for cancel requests)."""
+
+
 class Driver(Protocol):
+    async def cancel(self, conn: Any, control: ControlConnection) -> None:
+        """Stop the statement running on `conn` server-side."""
+        ...
+
     async def run(
         self,
         conn: Any,
@@ -71,7 +87,40 @@ async def _quietly(action: Callable[[], Any]) -> bool:
     return True
 
 
+async def _until_stopped(
+    running: Callable[[], Awaitable[bool]], cancel: Callable[[], Awaitable[None]]
+) -> None:
+    """Cancel until the session is seen idle twice in a row.
+
+    A cancel reaching the server between two statements (the query still on its way) is
+    ignored by the server, so one request is not enough; the caller bounds the loop.
+    """
+    quiet = 0
+    while quiet < 2:
+        if await running():
+            quiet = 0
+            await cancel()
+        else:
+            quiet += 1
+        await asyncio.sleep(_CANCEL_POLL_S)
+
+
 class PostgresDriver:
+    async def cancel(self, conn: asyncpg.Connection, control: ControlConnection) -> None:
+        pid = conn.get_server_pid()
+        async with control() as other:
+
+            async def running() -> bool:
+                state = await other.fetchval(
+                    "SELECT state FROM pg_stat_activity WHERE pid = $1", pid
+                )
+                return bool(state == "active")
+
+            async def cancel() -> None:
+                await other.fetchval("SELECT pg_cancel_backend($1)", pid)
+
+            await _until_stopped(running, cancel)
+
     async def run(
         self,
         conn: asyncpg.Connection,
@@ -171,6 +220,22 @@ async def _fetch_at_most(conn: asyncpg.Connection, sql: str, cap: int) -> list[A
 
 
 class MySqlDriver:
+    async def cancel(self, conn: aiomysql.Connection, control: ControlConnection) -> None:
+        thread = int(conn.thread_id())
+        async with control() as other, other.cursor() as cur:
+
+            async def running() -> bool:
+                await cur.execute(
+                    "SELECT command FROM information_schema.processlist WHERE id = %s", (thread,)
+                )
+                row = await cur.fetchone()
+                return row is not None and row[0] == "Query"
+
+            async def cancel() -> None:
+                await cur.execute(f"KILL QUERY {thread}")
+
+            await _until_stopped(running, cancel)
+
     async def run(
         self,
         conn: aiomysql.Connection,
@@ -217,9 +282,10 @@ class _SqliteSession:
 
     read_only: bool
     deadline: float = math.inf
+    cancelled: bool = False
 
     def past_deadline(self) -> int:
-        return 1 if time.monotonic() > self.deadline else 0
+        return 1 if self.cancelled or time.monotonic() > self.deadline else 0
 
 
 _SQLITE_SESSIONS: weakref.WeakKeyDictionary[aiosqlite.Connection, _SqliteSession] = (
@@ -238,6 +304,12 @@ async def _sqlite_session(conn: aiosqlite.Connection, *, read_only: bool) -> _Sq
 
 
 class SqliteDriver:
+    async def cancel(self, conn: aiosqlite.Connection, control: ControlConnection) -> None:
+        session = _SQLITE_SESSIONS.get(conn)
+        if session is not None:
+            session.cancelled = True  # also stops a statement the worker has not begun yet
+        await conn.interrupt()
+
     async def run(
         self,
         conn: aiosqlite.Connection,

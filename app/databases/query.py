@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +26,12 @@ from app.databases.values import clean_driver_message, json_rows
 from app.errors import Invalid, QuiverError, Upstream
 from app.tools.base import CallContext, ToolResult
 
+logger = logging.getLogger(__name__)
 MAX_ROWS_CEILING = 10_000
 CLIENT_GRACE_S = 5.0
 """Client-side backstop beyond the server-side statement timeout."""
+CANCEL_TIMEOUT_S = 5.0
+"""Upper bound for sending the server-side cancel of an abandoned query."""
 MAX_OUTPUT_CHARS = 16_000
 MAX_CELL_CHARS = 1_000
 _MYSQL_DISCONNECT_ERRNOS = frozenset({2006, 2013, 2055})
@@ -181,11 +187,14 @@ class DatabaseExecutor:
                 ) from None
             except DriverError as exc:
                 if attempt < attempts and _is_disconnect(exc.original):
+                    await self._engines.drop_pool(database)
                     continue
                 raise QueryFailed(clean_driver_message(exc, database.url)) from None
             except Exception as exc:
-                # A pooled connection the server dropped: reads are retried once.
+                # A pooled connection the server dropped: reads are retried once, on a fresh
+                # pool (when the server restarted, every idle pooled connection is dead too).
                 if attempt < attempts and _is_disconnect(exc):
+                    await self._engines.drop_pool(database)
                     continue
                 raise QueryFailed(clean_driver_message(exc, database.url)) from None
         raise AssertionError("unreachable")
@@ -237,12 +246,33 @@ async def _run_guarded(
     except TimeoutError:
         await conn.invalidate()
         raise DriverTimeout(TimeoutError("client-side timeout"), reusable=False) from None
+    except asyncio.CancelledError:
+        # The caller went away (a cancelled run): stop the statement on the server too.
+        await _cancel_statement(conn, driver, native)
+        await conn.invalidate()
+        raise
     except BaseException:
         await conn.invalidate()
         raise
     if result.dirty:
         await conn.invalidate()
     return result
+
+
+async def _cancel_statement(conn: AsyncConnection, driver: Driver, native: Any) -> None:
+    """Best effort, bounded: a failure is logged; the connection is discarded either way."""
+
+    @asynccontextmanager
+    async def control() -> AsyncIterator[Any]:
+        async with conn.engine.connect() as other:
+            raw = await other.get_raw_connection()
+            yield raw.driver_connection
+
+    try:
+        async with asyncio.timeout(CANCEL_TIMEOUT_S):
+            await driver.cancel(native, control)
+    except Exception as exc:
+        logger.warning("could not cancel a running query server-side: %s", type(exc).__name__)
 
 
 def render_for_model(result: QueryResult, *, max_chars: int = MAX_OUTPUT_CHARS) -> str:

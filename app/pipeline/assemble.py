@@ -17,7 +17,7 @@ from app.connectors.models import Connector
 from app.databases.models import DatabaseConnector
 from app.mcp.models import McpServer
 from app.pipeline.mode import ResolvedConfig, ResolvedModes, parse_agent_config, resolve_config
-from app.pipeline.selection import LlmSelector, SelectionResult, select_tools
+from app.pipeline.selection import LlmSelector, SelectionResult, local_rank, select_tools
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.profile import apply_profile
 from app.skills.models import Skill
@@ -75,13 +75,17 @@ def step_category_filter(builtins: Toolset, allowed: frozenset[str]) -> Toolset:
 
 
 def step_connectors(
-    connectors: Sequence[Connector], mode: ToolMode, backends: Backends, names: NameAllocator
+    connectors: Sequence[Connector],
+    mode: ToolMode,
+    backends: Backends,
+    names: NameAllocator,
+    query: str = "",
 ) -> KindPart:
     if not connectors:
         return KindPart()
     if mode is ToolMode.LEGACY:
         return KindPart(toolset=legacy.connector_tools(connectors, backends.connectors, names))
-    toolset = connector_meta_toolset(connectors, backends.connectors)
+    toolset = connector_meta_toolset(connectors, backends.connectors, query)
     return KindPart(toolset=toolset, pinned=frozenset(toolset.list_tools()))
 
 
@@ -90,27 +94,32 @@ def step_databases(
     mode: ToolMode,
     backends: Backends,
     names: NameAllocator,
+    query: str = "",
 ) -> KindPart:
     if not databases:
         return KindPart()
     if mode is ToolMode.LEGACY:
         return KindPart(toolset=legacy.database_tools(databases, backends.databases, names))
-    toolset = database_meta_toolset(databases, backends.databases)
+    toolset = database_meta_toolset(databases, backends.databases, query)
     return KindPart(toolset=toolset, pinned=frozenset(toolset.list_tools()))
 
 
 def step_mcp(
-    servers: Sequence[McpServer], mode: ToolMode, backends: Backends, names: NameAllocator
+    servers: Sequence[McpServer],
+    mode: ToolMode,
+    backends: Backends,
+    names: NameAllocator,
+    query: str = "",
 ) -> KindPart:
     if not servers:
         return KindPart()
     if mode is ToolMode.LEGACY:
         return KindPart(toolset=legacy.mcp_tools_legacy(servers, backends.mcp, names))
-    toolset = mcp_meta_toolset(servers, backends.mcp)
+    toolset = mcp_meta_toolset(servers, backends.mcp, query)
     return KindPart(toolset=toolset, pinned=frozenset(toolset.list_tools()))
 
 
-def step_skills(skills: Sequence[Skill], mode: SkillMode) -> KindPart:
+def step_skills(skills: Sequence[Skill], mode: SkillMode, query: str = "") -> KindPart:
     """Progressive: stubs in the prompt + `read_skill`. Inline: full content, no tool."""
     if not skills:
         return KindPart()
@@ -118,7 +127,9 @@ def step_skills(skills: Sequence[Skill], mode: SkillMode) -> KindPart:
         return KindPart(prompt=skills_inline(skills))
     toolset = read_skill_toolset(skills)
     return KindPart(
-        toolset=toolset, prompt=skills_section(skills), pinned=frozenset(toolset.list_tools())
+        toolset=toolset,
+        prompt=skills_section(skills, query),
+        pinned=frozenset(toolset.list_tools()),
     )
 
 
@@ -161,7 +172,10 @@ async def step_selection(
     if result is None:
         return toolset, None, None
     active = ActiveSetToolset(toolset, result.active)
-    visible = CombinedToolset([active, RequestToolsToolset(active)], label="selected")
+    request_tools = RequestToolsToolset(
+        active, query, rank=local_rank(config.selection_strategy)
+    )
+    visible = CombinedToolset([active, request_tools], label="selected")
     return visible, result, active
 
 
@@ -175,18 +189,18 @@ def build_system_prompt(instructions: str, sections: Iterable[str]) -> str:
 
 
 def _kind_parts(
-    agent: Agent, modes: ResolvedModes, backends: Backends, allowed: frozenset[str]
+    agent: Agent, modes: ResolvedModes, backends: Backends, allowed: frozenset[str], query: str
 ) -> list[KindPart]:
     names = NameAllocator(reserved=META_NAMES | {"http_fetch", "recall_knowledge"})
     parts: list[KindPart] = []
     if "connector" in allowed:
-        parts.append(step_connectors(agent.connectors, modes.connector, backends, names))
+        parts.append(step_connectors(agent.connectors, modes.connector, backends, names, query))
     if "database" in allowed:
-        parts.append(step_databases(agent.databases, modes.database, backends, names))
+        parts.append(step_databases(agent.databases, modes.database, backends, names, query))
     if "mcp" in allowed:
-        parts.append(step_mcp(agent.mcp_servers, modes.mcp, backends, names))
+        parts.append(step_mcp(agent.mcp_servers, modes.mcp, backends, names, query))
     if "skill" in allowed:
-        parts.append(step_skills(agent.skills, modes.skill))
+        parts.append(step_skills(agent.skills, modes.skill, query))
     return parts
 
 
@@ -210,7 +224,7 @@ async def assemble_toolset(
     modes = modes or config.modes
     allowed = allowed_kinds(agent.tool_categories)
     builtins = step_category_filter(step_builtins(backends), allowed)
-    parts = _kind_parts(agent, modes, backends, allowed)
+    parts = _kind_parts(agent, modes, backends, allowed, query)
     sources = [builtins, *(p.toolset for p in parts if p.toolset is not None)]
     base = CombinedToolset(sources, label="agent")
     full = step_profile(base, config.tool_profile)

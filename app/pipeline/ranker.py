@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from threading import Lock
 from typing import Any, ClassVar
 
+import numpy as np
+import numpy.typing as npt
 from rapidfuzz import fuzz, process
 
 from app.pipeline.text import STOPWORDS, SYNONYMS, tokenize, words
@@ -61,6 +63,9 @@ _MAX_SCHEMA_DEPTH = 3
 _CACHE_SIZE = 8
 
 
+_Posting = tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]
+
+
 @dataclass(frozen=True, slots=True)
 class ScoredTool:
     name: str
@@ -86,6 +91,11 @@ def _schema_texts(schema: Mapping[str, Any], depth: int = 0) -> Iterator[tuple[s
             yield from _schema_texts(items, depth + 1)
 
 
+def schema_parameter_names(schema: Mapping[str, Any]) -> list[str]:
+    """Every parameter name of a JSON schema, nested ones too."""
+    return [name for name, _ in _schema_texts(schema)]
+
+
 def _tool_fields(tool: ToolDef) -> tuple[list[str], ...]:
     first, *rest = _SENTENCE_END.split(tool.description.strip(), maxsplit=1)
     params = list(_schema_texts(tool.parameters))
@@ -102,8 +112,8 @@ def _bigrams(tokens: Sequence[str]) -> list[str]:
     return [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
 
 
-def _build_postings(tools: Sequence[ToolDef]) -> dict[str, list[tuple[int, float]]]:
-    """term -> [(tool index, idf * saturated BM25F pseudo term frequency)]."""
+def _build_postings(tools: Sequence[ToolDef]) -> dict[str, _Posting]:
+    """term -> (tool indexes, idf * saturated BM25F pseudo term frequency per tool)."""
     docs = [_tool_fields(t) for t in tools]
     avg_len = [
         max(1.0, sum(len(d[f]) for d in docs) / max(1, len(docs))) for f in range(len(_FIELDS))
@@ -126,11 +136,17 @@ def _build_postings(tools: Sequence[ToolDef]) -> dict[str, list[tuple[int, float
         pseudo_tf.append(acc)
     n = len(docs)
     idf = {term: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for term, d in df.items()}
-    postings: dict[str, list[tuple[int, float]]] = {term: [] for term in df}
+    lists: dict[str, list[tuple[int, float]]] = {term: [] for term in df}
     for i, acc in enumerate(pseudo_tf):
         for term, ptf in acc.items():
-            postings[term].append((i, idf[term] * ptf / (K1 + ptf)))
-    return postings
+            lists[term].append((i, idf[term] * ptf / (K1 + ptf)))
+    return {
+        term: (
+            np.fromiter((i for i, _ in pairs), dtype=np.intp, count=len(pairs)),
+            np.fromiter((w for _, w in pairs), dtype=np.float64, count=len(pairs)),
+        )
+        for term, pairs in lists.items()
+    }
 
 
 class _NameMatcher:
@@ -205,14 +221,19 @@ class LexicalRanker:
 
     def scores(self, query: str) -> list[float]:
         """Score per tool, in input order (0.0 = no evidence)."""
-        scores = [0.0] * len(self._names)
+        return [float(x) for x in self.score_array(query)]
+
+    def score_array(self, query: str) -> npt.NDArray[np.float64]:
+        """`scores` as a numpy vector (one vectorised add per query term)."""
+        scores = np.zeros(len(self._names), dtype=np.float64)
         for term, qw in self._query_terms(query).items():
-            for i, w in self._postings.get(term, ()):
-                scores[i] += qw * w
+            posting = self._postings.get(term)
+            if posting is not None:
+                scores[posting[0]] += qw * posting[1]  # a term lists each tool at most once
         mentions = self._matcher.mentions(query)
         if mentions:
             # Scaled to the best lexical score so a named tool outranks merely similar ones.
-            unit = max(scores) + 1.0
+            unit = float(scores.max()) + 1.0
             for i, sim in mentions.items():
                 strength = 1.0 if self._matcher.sizes[i] > 1 else _SINGLE_WORD_NAME
                 scores[i] += strength * unit * sim / 100.0

@@ -1,7 +1,8 @@
 """Runtime selection (SPEC §4.4): above the threshold keep the top `max` tools for the query.
 
-The rest stay reachable through `request_tools`, whose description lists them. Meta-tools
-are pinned (never ranked away): each is the gateway to a whole kind of resource.
+The rest stay reachable through `request_tools`, whose description lists the best-ranked
+of them and which searches the others. Meta-tools are pinned (never ranked away): each is
+the gateway to a whole kind of resource.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from app.config import SelectionStrategy
+from app.pipeline.hybrid import HybridRanker
 from app.pipeline.ranker import LexicalRanker
 from app.tools.base import ToolDef
 
@@ -53,6 +55,18 @@ def rank_lexical(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]
     return [s.name for s in LexicalRanker.cached(candidates).rank(query, k)]
 
 
+def rank_hybrid(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]:
+    """Top-k names by lexical scores fused with static word-embedding similarity."""
+    if not candidates:
+        return []
+    return [s.name for s in HybridRanker.cached(candidates).rank(query, k)]
+
+
+def local_rank(strategy: SelectionStrategy) -> Callable[[str, Sequence[ToolDef], int], list[str]]:
+    """The local (no model call) ranker for a strategy: hybrid for hybrid, else lexical."""
+    return rank_hybrid if strategy is SelectionStrategy.HYBRID else rank_lexical
+
+
 async def rank_llm(
     query: str, candidates: Sequence[ToolDef], k: int, selector: LlmSelector
 ) -> list[str]:
@@ -83,7 +97,7 @@ async def _choose(
                     return chosen, SelectionStrategy.LLM, None
                 reason = "llm selection returned no known tool names"
         return rank_lexical(query, candidates, k), SelectionStrategy.LEXICAL, reason
-    return rank_lexical(query, candidates, k), SelectionStrategy.LEXICAL, None
+    return local_rank(strategy)(query, candidates, k), strategy, None
 
 
 async def select_tools(

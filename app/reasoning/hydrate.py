@@ -94,9 +94,13 @@ class HydrationResult:
 
 
 def default_tool_args(schema: Mapping[str, Any], ref: Reference) -> dict[str, Any] | None:
-    """`{<first required string parameter>: ref.value}`, or None when there is none."""
+    """`{<first required string parameter>: ref.value}`, or None when there is none.
+
+    A schema that requires nothing (`read_skill(name?, search?)`) uses its first string
+    parameter.
+    """
     properties = schema.get("properties") or {}
-    for param in schema.get("required") or []:
+    for param in schema.get("required") or list(properties):
         spec = properties.get(param)
         if not isinstance(spec, Mapping):
             continue

@@ -9,15 +9,14 @@ from app.databases.models import DatabaseConnector
 from app.mcp.models import McpServer
 from app.skills.models import Skill
 from app.tools.cache import DERIVED, row_key
+from app.tools.disclosure import SKILLS_CAP, SKILLS_LISTED, Entry, ranked, source_stub
 from app.tools.render import one_line
 from app.tools.rows import mcp_tool_names, visible_table_names
-from app.tools.suggest import format_choices
 
 SKILL_STUB_CHARS = 120
 ACTIONS_LISTED = 20
 TABLES_LISTED = 10
 MCP_TOOLS_LISTED = 20
-RESOURCE_DESCRIPTION_CHARS = 80
 
 SKILLS_HEADING = "## Available Skills"
 INLINE_SKILLS_HEADING = "## Skills"
@@ -46,11 +45,18 @@ def skill_stub(skill: Skill) -> str:
     )
 
 
-def skills_section(skills: Sequence[Skill]) -> str:
-    """The progressive system-prompt section; empty when the agent has no skills."""
+def skills_section(skills: Sequence[Skill], query: str = "") -> str:
+    """The progressive system-prompt section; empty when the agent has no skills.
+
+    Above 20 skills only the 10 best ranked for `query` (the user's message) get a stub.
+    """
     if not skills:
         return ""
-    return "\n".join([SKILLS_HEADING, *(skill_stub(s) for s in skills)])
+    if len(skills) <= SKILLS_CAP:
+        return "\n".join([SKILLS_HEADING, *(skill_stub(s) for s in skills)])
+    order = ranked(query, [Entry(s.name, s.description) for s in skills], SKILLS_LISTED)
+    more = f"… and {len(skills) - len(order)} more: use read_skill with search"
+    return "\n".join([SKILLS_HEADING, *(skill_stub(skills[i]) for i in order), more])
 
 
 def skill_body(skill: Skill) -> str:
@@ -75,12 +81,6 @@ def skills_inline(skills: Sequence[Skill]) -> str:
     return "\n\n".join(blocks)
 
 
-def _resource_line(name: str, description: str) -> str:
-    """`- name: description. ` (description cut to 80 chars) or `- name: `."""
-    text = one_line(description, RESOURCE_DESCRIPTION_CHARS).rstrip(". ")
-    return f"- {name}: {text}. " if text else f"- {name}: "
-
-
 def connector_stub(connector: Connector) -> str:
     """`- jira: Jira Cloud. Actions (25): a, b, … and 5 more` (at most 20 action names)."""
     return DERIVED.get(connector_key(connector, "stub"), lambda: _connector_stub(connector))
@@ -88,8 +88,7 @@ def connector_stub(connector: Connector) -> str:
 
 def _connector_stub(connector: Connector) -> str:
     names = [a.name for a in connector.actions]
-    line = _resource_line(connector.name, connector.description)
-    return f"{line}Actions ({len(names)}): {format_choices(names, listed=ACTIONS_LISTED)}"
+    return source_stub(connector.name, connector.description, "Actions", names, ACTIONS_LISTED)
 
 
 def database_stub(database: DatabaseConnector) -> str:
@@ -99,8 +98,7 @@ def database_stub(database: DatabaseConnector) -> str:
 
 def _database_stub(database: DatabaseConnector) -> str:
     names = visible_table_names(database)
-    line = _resource_line(database.name, database.description)
-    return f"{line}Tables ({len(names)}): {format_choices(names, listed=TABLES_LISTED)}"
+    return source_stub(database.name, database.description, "Tables", names, TABLES_LISTED)
 
 
 def mcp_stub(server: McpServer) -> str:
@@ -110,5 +108,4 @@ def mcp_stub(server: McpServer) -> str:
 
 def _mcp_stub(server: McpServer) -> str:
     names = mcp_tool_names(server)
-    line = _resource_line(server.name, server.description)
-    return f"{line}Tools ({len(names)}): {format_choices(names, listed=MCP_TOOLS_LISTED)}"
+    return source_stub(server.name, server.description, "Tools", names, MCP_TOOLS_LISTED)

@@ -91,13 +91,17 @@ async def test_nul_in_a_text_field_is_refused_and_nothing_is_written(
     api: httpx.AsyncClient,
 ) -> None:
     before = await _count(api, "/api/v1/skills")
-    resp = await api.post("/api/v1/skills", json={"name": "s1", "description": "a\u0000b"})
+    resp = await api.post(
+        "/api/v1/skills", json={"name": "s1", "description": "a\u0000b", "content": "c"}
+    )
     assert_error(resp, 422, "Invalid", mentions=["description", "NUL"])
     resp = await api.post("/api/v1/skills", json={"name": "s1", "content": {"x\u0000": 1}})
     assert_error(resp, 422, "Invalid", mentions=["content"])
     assert await _count(api, "/api/v1/skills") == before
     # an escaped backslash followed by "u0000" is ordinary text, stored as is
-    ok = await api.post("/api/v1/skills", json={"name": "s2", "description": "a\\u0000b"})
+    ok = await api.post(
+        "/api/v1/skills", json={"name": "s2", "description": "a\\u0000b", "content": "c"}
+    )
     assert ok.status_code == 201, ok.text
     assert ok.json()["description"] == "a\\u0000b"
 
@@ -209,7 +213,7 @@ async def test_unparsable_body_is_a_422(api: httpx.AsyncClient, body: bytes) -> 
 
 
 async def test_timestamps_are_rfc3339_with_z(api: httpx.AsyncClient) -> None:
-    created = await api.post("/api/v1/skills", json={"name": "ts"})
+    created = await api.post("/api/v1/skills", json={"name": "ts", "content": "c"})
     assert created.status_code == 201, created.text
     item_id = created.json()["id"]
     read = (await api.get(f"/api/v1/skills/{item_id}")).json()

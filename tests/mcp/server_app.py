@@ -42,6 +42,9 @@ class Counting:
         self.handshake_delay = 0.0
         self.inflight = 0
         self.max_inflight = 0
+        self.cancelled: list[str] = []
+        """Tools whose running call was stopped because the client cancelled it (the
+        `notifications/cancelled` frames themselves are counted in `methods`)."""
         """Most handshakes in progress at once (proves concurrent connects)."""
         """Seconds to stall every handshake (connect-timeout and concurrency tests)."""
 
@@ -87,7 +90,11 @@ def make_server(name: str = "testsrv", *, legacy: bool = False) -> tuple[MCPServ
     @server.tool()
     async def slow(seconds: float) -> str:
         """Sleep, then answer."""
-        await asyncio.sleep(seconds)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            counting.cancelled.append("slow")
+            raise
         return f"slept {seconds}"
 
     @server.tool()

@@ -22,18 +22,21 @@ from tests.fixtures.catalog import full_agent, github, jira, sales, skills, slac
 from tests.fixtures.pipeline import ctx, make_agent, make_settings
 
 CONNECTOR_DESCRIPTION = """\
-HTTP APIs. discover: action parameter schemas; execute: run an action with parameters.
+HTTP APIs. discover: action parameter schemas; execute: run an action with parameters;\
+ search: find by query.
 Connectors:
 - jira: Jira Cloud issue tracker. Actions (3): create_issue, get_issue, search_issues
 - slack: Actions (1): post_message"""
 
 DATABASE_DESCRIPTION = """\
-SQL databases. list_tables; discover: a table's columns; query: one read-only SELECT.
+SQL databases. list_tables; discover: a table's columns; query: one read-only SELECT;\
+ search: find by query.
 Databases:
 - sales: Sales data warehouse. Tables (2): customers, orders"""
 
 MCP_DESCRIPTION = """\
-MCP server tools. discover: input schemas; call: invoke a tool with parameters.
+MCP server tools. discover: input schemas; call: invoke a tool with parameters;\
+ search: find by query.
 Servers:
 - github: GitHub MCP server. Tools (2): search_issues, get_me"""
 
@@ -87,7 +90,7 @@ def test_connectors_progressive(backends: Backends) -> None:
     tool = part.toolset.list_tools()["connector"]
     assert tool.description == CONNECTOR_DESCRIPTION
     assert tool.parameters["properties"]["connector"]["enum"] == ["jira", "slack"]
-    assert tool.parameters["properties"]["subcommand"]["enum"] == ["discover", "execute"]
+    assert tool.parameters["properties"]["subcommand"]["enum"] == ["discover", "execute", "search"]
     assert part.pinned == {"connector"}
     assert part.prompt == ""
 
@@ -123,6 +126,7 @@ def test_databases_progressive(backends: Backends) -> None:
         "list_tables",
         "discover",
         "query",
+        "search",
     ]
 
 

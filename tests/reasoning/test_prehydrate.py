@@ -376,7 +376,9 @@ async def test_failed_items_keep_their_own_error_after_budget_runs_out() -> None
             },
             {"q": "V"},
         ),
-        ({"type": "object", "properties": {"q": {"type": "string"}}}, None),
+        # Nothing required (read_skill(name?, search?)): the first string parameter.
+        ({"type": "object", "properties": {"q": {"type": "string"}}}, {"q": "V"}),
+        ({"type": "object", "properties": {"n": {"type": "integer"}}}, None),
         ({"type": "object", "properties": {}, "required": ["ghost"]}, None),
         ({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, None),
         ({}, None),

@@ -85,19 +85,19 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         "connector",
         {"subcommand": "discovr", "connector": "jira"},
         "Invalid arguments for 'connector': subcommand: 'discovr' is not one of"
-        " ['discover', 'execute'] — did you mean 'discover'?",
+        " ['discover', 'execute', 'search'] — did you mean 'discover'?",
     ),
     (
         "connector",
         {"subcommand": "run", "connector": "jira"},
         "Invalid arguments for 'connector': subcommand: 'run' is not one of"
-        " ['discover', 'execute']",
+        " ['discover', 'execute', 'search']",
     ),
     (
         "database",
         {"subcommand": "list_table", "database": "sales"},
         "Invalid arguments for 'database': subcommand: 'list_table' is not one of"
-        " ['list_tables', 'discover', 'query'] — did you mean 'list_tables'?",
+        " ['list_tables', 'discover', 'query', 'search'] — did you mean 'list_tables'?",
     ),
     # leaf names: checked by the meta-tool against the row or cache
     (

@@ -1,7 +1,8 @@
-"""`database(subcommand=list_tables|discover|query, database, table?, sql?)` (SPEC §4.3, §7.2).
+"""`database(subcommand=list_tables|discover|query|search, database?, table?, sql?, query?)`.
 
 list_tables and discover answer from the cached schema (hidden tables never appear);
-only query reaches the live database, through the back-end's read-only guard.
+only query reaches the live database, through the back-end's read-only guard. search ranks
+every database and table for a query.
 """
 
 from __future__ import annotations
@@ -12,17 +13,32 @@ from typing import Any
 from app.databases.models import DatabaseConnector
 from app.tools.backends import DatabaseBackend
 from app.tools.base import CallContext, ToolDef, ToolResult
+from app.tools.cache import DERIVED, row_key
+from app.tools.disclosure import (
+    Entry,
+    EntryIndex,
+    Source,
+    index_for,
+    kind_catalog,
+    kind_entries,
+    name_schema,
+    search_text,
+    source,
+)
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, one_line
 from app.tools.rows import ColumnInfo, ForeignKeyInfo, TableInfo, visible_tables
-from app.tools.stubs import database_stub
 from app.tools.suggest import unknown_name
 from app.tools.validation import invalid_arguments
 
 NAME = "database"
-SUBCOMMANDS = ("list_tables", "discover", "query")
+SUBCOMMANDS = ("list_tables", "discover", "query", "search")
 DISCOVER_LISTED = 10
-_INTRO = "SQL databases. list_tables; discover: a table's columns; query: one read-only SELECT."
+_INTRO = (
+    "SQL databases. list_tables; discover: a table's columns; query: one read-only SELECT;"
+    " search: find by query."
+)
+_SEARCH_HINT = "Use discover with database=<name> and table=<name> for the columns."
 
 
 def table_line(table: TableInfo) -> str:
@@ -90,11 +106,39 @@ async def run_query(
     return with_step(result, f"database:{database.name}/query")
 
 
+def _table_entries(database: DatabaseConnector) -> list[Entry]:
+    return DERIVED.get(
+        row_key(database, "search"),
+        lambda: [
+            Entry(f"{database.name}/{t.name}", t.description) for t in visible_tables(database)
+        ],
+    )
+
+
+def _database_source(database: DatabaseConnector) -> Source:
+    return DERIVED.get(
+        row_key(database, "source"),
+        lambda: source(
+            database.name,
+            database.description,
+            [(t.name, t.description) for t in visible_tables(database)],
+        ),
+    )
+
+
+def _items(databases: Sequence[DatabaseConnector]) -> list[Entry]:
+    return [e for d in databases for e in _table_entries(d)]
+
+
 class DatabaseMetaTool:
-    def __init__(self, databases: Sequence[DatabaseConnector], backend: DatabaseBackend) -> None:
+    def __init__(
+        self, databases: Sequence[DatabaseConnector], backend: DatabaseBackend, query: str = ""
+    ) -> None:
         self._databases = {d.name: d for d in databases}
         self._backend = backend
-        catalog = "\n".join(database_stub(d) for d in databases)
+        self._index: EntryIndex | None = None
+        self._sources = [_database_source(d) for d in databases]
+        catalog = kind_catalog(query, self._sources, noun="Tables")
         self.tool = ToolDef(
             name=NAME,
             description=f"{_INTRO}\nDatabases:\n{catalog}",
@@ -102,22 +146,45 @@ class DatabaseMetaTool:
                 "type": "object",
                 "properties": {
                     "subcommand": {"type": "string", "enum": list(SUBCOMMANDS)},
-                    "database": {"type": "string", "enum": list(self._databases)},
+                    "database": name_schema(list(self._databases), noun="database"),
                     "table": {"type": "string"},
                     "sql": {"type": "string"},
+                    "query": {"type": "string"},
                 },
-                "required": ["subcommand", "database"],
+                "required": ["subcommand"],
             },
             kind="database",
             target="database",
         )
 
+    def search(self, query: Any) -> ToolResult:
+        if not isinstance(query, str) or not query.strip():
+            return ToolResult.fail(
+                invalid_arguments(NAME, "'query' is required for subcommand 'search'")
+            )
+        if self._index is None:
+            items = _items(list(self._databases.values()))
+            self._index = index_for(kind_entries(self._sources, items))
+        text = search_text(query, self._index, noun="databases and tables", hint=_SEARCH_HINT)
+        return ToolResult.success(text, step="database:search")
+
     async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        name = str(args.get("database", ""))
+        subcommand = args.get("subcommand")
+        if subcommand == "search":
+            return self.search(args.get("query"))
+        if subcommand not in SUBCOMMANDS:
+            return ToolResult.fail(
+                f"Unknown subcommand {subcommand!r}. Valid: {', '.join(SUBCOMMANDS)}."
+            )
+        name = str(args.get("database") or "")
+        if not name:
+            return ToolResult.fail(
+                invalid_arguments(NAME, f"'database' is required for subcommand {subcommand!r}")
+            )
         database = self._databases.get(name)
         if database is None:
             return ToolResult.fail(unknown_name("database", name, list(self._databases)))
-        match args.get("subcommand"):
+        match subcommand:
             case "list_tables":
                 return ToolResult.success(clip_output(list_tables_text(database)))
             case "discover":
@@ -147,7 +214,8 @@ class DatabaseMetaTool:
 
 
 def database_meta_toolset(
-    databases: Sequence[DatabaseConnector], backend: DatabaseBackend
+    databases: Sequence[DatabaseConnector], backend: DatabaseBackend, query: str = ""
 ) -> FunctionToolset:
-    tool = DatabaseMetaTool(databases, backend)
+    """The database meta-tool; `query` (the user's message) ranks a capped stub."""
+    tool = DatabaseMetaTool(databases, backend, query)
     return FunctionToolset([FunctionTool(tool=tool.tool, handler=tool)], label="databases")

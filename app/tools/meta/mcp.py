@@ -1,6 +1,7 @@
-"""`mcp(subcommand=discover|call, server, tool?, parameters?)` (SPEC §4.3, §7.3).
+"""`mcp(subcommand=discover|call|search, server?, tool?, parameters?, query?)`.
 
-discover answers from the cached tool list; only call reaches the server.
+discover answers from the cached tool list; only call reaches the server; search ranks
+every server and tool for a query.
 """
 
 from __future__ import annotations
@@ -11,16 +12,32 @@ from typing import Any
 from app.mcp.models import McpServer
 from app.tools.backends import McpBackend
 from app.tools.base import CallContext, ToolDef, ToolResult
+from app.tools.cache import DERIVED, row_key
+from app.tools.disclosure import (
+    Entry,
+    EntryIndex,
+    Source,
+    index_for,
+    kind_catalog,
+    kind_entries,
+    name_schema,
+    search_text,
+    source,
+)
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema
 from app.tools.rows import McpToolInfo, mcp_tools
-from app.tools.stubs import mcp_stub
 from app.tools.suggest import unknown_name
 from app.tools.validation import invalid_arguments, validate_arguments
 
 NAME = "mcp"
+SUBCOMMANDS = ("discover", "call", "search")
 DISCOVER_LISTED = 10
-_INTRO = "MCP server tools. discover: input schemas; call: invoke a tool with parameters."
+_INTRO = (
+    "MCP server tools. discover: input schemas; call: invoke a tool with parameters;"
+    " search: find by query."
+)
+_SEARCH_HINT = "Use discover with server=<name> and tool=<name> for the input schema."
 
 
 def tool_summary(server: McpServer, tool: McpToolInfo) -> str:
@@ -31,41 +48,82 @@ def tool_summary(server: McpServer, tool: McpToolInfo) -> str:
     return "\n".join(lines)
 
 
+def _tool_entries(server: McpServer) -> list[Entry]:
+    return DERIVED.get(
+        row_key(server, "search"),
+        lambda: [Entry(f"{server.name}/{t.name}", t.description) for t in mcp_tools(server)],
+    )
+
+
+def _server_source(server: McpServer) -> Source:
+    return DERIVED.get(
+        row_key(server, "source"),
+        lambda: source(
+            server.name, server.description, [(t.name, t.description) for t in mcp_tools(server)]
+        ),
+    )
+
+
+def _items(servers: Sequence[McpServer]) -> list[Entry]:
+    return [e for s in servers for e in _tool_entries(s)]
+
+
 class McpMetaTool:
-    def __init__(self, servers: Sequence[McpServer], backend: McpBackend) -> None:
+    def __init__(self, servers: Sequence[McpServer], backend: McpBackend, query: str = "") -> None:
         self._servers = {s.name: s for s in servers}
         self._tools: dict[str, dict[str, McpToolInfo]] = {}
         self._backend = backend
-        catalog = "\n".join(mcp_stub(s) for s in servers)
+        self._index: EntryIndex | None = None
+        self._sources = [_server_source(s) for s in servers]
+        catalog = kind_catalog(query, self._sources, noun="Tools")
         self.tool = ToolDef(
             name=NAME,
             description=f"{_INTRO}\nServers:\n{catalog}",
             parameters={
                 "type": "object",
                 "properties": {
-                    "subcommand": {"type": "string", "enum": ["discover", "call"]},
-                    "server": {"type": "string", "enum": list(self._servers)},
+                    "subcommand": {"type": "string", "enum": list(SUBCOMMANDS)},
+                    "server": name_schema(list(self._servers), noun="server"),
                     "tool": {"type": "string"},
                     "parameters": {"type": "object"},
+                    "query": {"type": "string"},
                 },
-                "required": ["subcommand", "server"],
+                "required": ["subcommand"],
             },
             kind="mcp",
             target="mcp",
         )
 
+    def search(self, query: Any) -> ToolResult:
+        if not isinstance(query, str) or not query.strip():
+            return ToolResult.fail(
+                invalid_arguments(NAME, "'query' is required for subcommand 'search'")
+            )
+        if self._index is None:
+            items = _items(list(self._servers.values()))
+            self._index = index_for(kind_entries(self._sources, items))
+        text = search_text(query, self._index, noun="servers and tools", hint=_SEARCH_HINT)
+        return ToolResult.success(text, step="mcp:search")
+
     async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        name = str(args.get("server", ""))
+        subcommand = args.get("subcommand")
+        if subcommand == "search":
+            return self.search(args.get("query"))
+        if subcommand not in SUBCOMMANDS:
+            return ToolResult.fail(
+                f"Unknown subcommand {subcommand!r}. Valid: {', '.join(SUBCOMMANDS)}."
+            )
+        name = str(args.get("server") or "")
+        if not name:
+            return ToolResult.fail(
+                invalid_arguments(NAME, f"'server' is required for subcommand {subcommand!r}")
+            )
         server = self._servers.get(name)
         if server is None:
             return ToolResult.fail(unknown_name("MCP server", name, list(self._servers)))
-        match args.get("subcommand"):
-            case "discover":
-                return self._discover(server, args.get("tool"))
-            case "call":
-                return await self._call(server, args.get("tool"), args.get("parameters"), ctx)
-            case other:
-                return ToolResult.fail(f"Unknown subcommand {other!r}. Valid: discover, call.")
+        if subcommand == "discover":
+            return self._discover(server, args.get("tool"))
+        return await self._call(server, args.get("tool"), args.get("parameters"), ctx)
 
     def _server_tools(self, server: McpServer) -> dict[str, McpToolInfo]:
         """Parsed on first use: assembly only needs the names for the description."""
@@ -116,6 +174,9 @@ class McpMetaTool:
         return with_step(result, f"mcp:{server.name}/{found.name}")
 
 
-def mcp_meta_toolset(servers: Sequence[McpServer], backend: McpBackend) -> FunctionToolset:
-    tool = McpMetaTool(servers, backend)
+def mcp_meta_toolset(
+    servers: Sequence[McpServer], backend: McpBackend, query: str = ""
+) -> FunctionToolset:
+    """The MCP meta-tool; `query` (the user's message) ranks a capped stub."""
+    tool = McpMetaTool(servers, backend, query)
     return FunctionToolset([FunctionTool(tool=tool.tool, handler=tool)], label="mcp")

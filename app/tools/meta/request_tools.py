@@ -1,8 +1,14 @@
-"""`request_tools(tool_names)`: load deferred tools into the active set mid-run (SPEC §4.4)."""
+"""`request_tools(query?, tool_names?)`: search and load deferred tools mid-run.
+
+The description names how many tools are deferred and lists at most 20 of them, the best
+ranked for the user's message, so its size never grows with the catalog. `query` searches
+the deferred tools (10 best, nothing loaded); `tool_names` loads tools for the rest of the
+run.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.tools.base import CallContext, ToolDef, ToolResult, Toolset
@@ -11,17 +17,45 @@ from app.tools.wrappers import Activation, ActiveSetToolset
 
 NAME = "request_tools"
 CATALOG_DESCRIPTION_CHARS = 80
+CATALOG_LISTED = 20
+SEARCH_RESULTS = 10
+SEARCH_DESCRIPTION_CHARS = 160
+
+Rank = Callable[[str, Sequence[ToolDef], int], list[str]]
+"""`rank(query, tools, k) -> names`, best first: the local ranker of runtime selection."""
+
 _INTRO = (
-    "Load more tools for this task by name; they stay available for the rest of the run."
-    " Tools not loaded yet:"
+    "Load more tools for this task: tool_names loads them for the rest of the run;"
+    " query searches the tools not loaded yet (10 best matches, nothing loaded)."
 )
 _ALL_LOADED = "Load more tools by name. All tools are already loaded."
+_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "minLength": 1,
+            "description": "What the tools should do; returns the best matches, loads nothing.",
+        },
+        "tool_names": {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 1,
+            "description": "Exact names of tools to load.",
+        },
+    },
+    "additionalProperties": False,
+}
 
 
-def catalog_line(tool: ToolDef) -> str:
-    """`- name: description` with the description cut to 80 chars."""
-    text = one_line(tool.description, CATALOG_DESCRIPTION_CHARS)
+def catalog_line(tool: ToolDef, limit: int = CATALOG_DESCRIPTION_CHARS) -> str:
+    """`- name: description` with the description cut to `limit` chars (80 by default)."""
+    text = one_line(tool.description, limit)
     return f"- {tool.name}: {text}" if text else f"- {tool.name}"
+
+
+def more_line(rest: int) -> str:
+    return f"… and {rest} more: call request_tools with a query to search them"
 
 
 def activation_text(activation: Activation) -> str:
@@ -41,32 +75,53 @@ def activation_text(activation: Activation) -> str:
 
 
 class RequestToolsToolset(Toolset):
-    """One tool whose description is the catalog of what `active` has not loaded yet."""
+    """One tool that lists (a capped, ranked part of), searches and loads what `active` lacks.
+
+    `query` is the user's message the listing is ranked for; `rank` is the local ranker.
+    Without a ranker the listing keeps catalog order (still capped).
+    """
 
     label = NAME
 
-    def __init__(self, active: ActiveSetToolset) -> None:
+    def __init__(self, active: ActiveSetToolset, query: str = "", rank: Rank | None = None) -> None:
         self.active = active
+        self.query = query
+        self._rank = rank
         self._cache: tuple[int, ToolDef] | None = None
+
+    def _best_deferred(self, query: str, k: int) -> list[ToolDef]:
+        """The k deferred tools best ranked for `query` (catalog order without a ranker)."""
+        deferred = self.active.deferred()
+        if self._rank is None or not query.strip() or len(deferred) <= 1:
+            return deferred[:k]
+        by_name = {t.name: t for t in deferred}
+        # Rank the whole catalog (one cached index whatever is loaded), then skip loaded ones.
+        catalog = list(self.active.inner.list_tools().values())
+        loaded = len(catalog) - len(deferred)
+        ranked = self._rank(query, catalog, k + loaded)
+        return [by_name[n] for n in ranked if n in by_name][:k]
 
     def _tool(self) -> ToolDef:
         deferred = self.active.deferred()
         if self._cache is not None and self._cache[0] == len(deferred):
             return self._cache[1]
-        description = (
-            "\n".join([_INTRO, *(catalog_line(t) for t in deferred)]) if deferred else _ALL_LOADED
-        )
+        if deferred:
+            listed = self._best_deferred(self.query, CATALOG_LISTED)
+            lines = [
+                _INTRO,
+                f"{len(deferred)} tools not loaded yet"
+                + (", the best for this request:" if len(listed) < len(deferred) else ":"),
+                *(catalog_line(t) for t in listed),
+            ]
+            if len(listed) < len(deferred):
+                lines.append(more_line(len(deferred) - len(listed)))
+            description = "\n".join(lines)
+        else:
+            description = _ALL_LOADED
         tool = ToolDef(
             name=NAME,
             description=description,
-            parameters={
-                "type": "object",
-                "properties": {
-                    "tool_names": {"type": "array", "items": {"type": "string"}, "minItems": 1}
-                },
-                "required": ["tool_names"],
-                "additionalProperties": False,
-            },
+            parameters=_PARAMETERS,
             kind="meta",
             target="request_tools",
         )
@@ -76,11 +131,36 @@ class RequestToolsToolset(Toolset):
     def list_tools(self) -> Mapping[str, ToolDef]:
         return {NAME: self._tool()}
 
+    def search(self, query: str) -> str:
+        """The 10 best deferred matches for `query`, one line each; nothing is loaded."""
+        found = self._best_deferred(query, SEARCH_RESULTS)
+        if not found:
+            return "No tools left to load: every tool is already loaded."
+        total = len(self.active.deferred())
+        head = f"Best {len(found)} of {total} tools not loaded yet for {query!r}:"
+        tail = "Load them with request_tools(tool_names=[...])."
+        lines = [catalog_line(t, SEARCH_DESCRIPTION_CHARS) for t in found]
+        return "\n".join([head, *lines, tail])
+
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         if name != NAME:
             return ToolResult.fail(f"Unknown tool {name!r}")
-        activation = self.active.activate(str(n) for n in args.get("tool_names") or [])
-        text = activation_text(activation)
-        if not activation.loaded and not activation.already:
+        names = [str(n) for n in args.get("tool_names") or []]
+        query = str(args.get("query") or "").strip()
+        if not names and not query:
+            return ToolResult.fail(
+                "Invalid arguments for 'request_tools': pass query (to search) or"
+                " tool_names (to load).",
+                step=NAME,
+            )
+        parts: list[str] = []
+        activation = Activation()
+        if names:
+            activation = self.active.activate(names)
+            parts.append(activation_text(activation))
+        if query:
+            parts.append(self.search(query))
+        text = "\n\n".join(parts)
+        if names and not query and not activation.loaded and not activation.already:
             return ToolResult.fail(text, step=NAME)
         return ToolResult(ok=True, output=text, step=NAME, loaded_tools=activation.loaded)
