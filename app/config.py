@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     mcp_connect_timeout_s: float = Field(20.0, gt=0)
     mcp_call_timeout_s: float = Field(60.0, gt=0)
     mcp_tools_ttl_s: float = Field(3600.0, gt=0)
+    mcp_session_idle_s: float = Field(1800.0, gt=0)
+    """An MCP session at `/mcp/agents/{name}` with no request for this long ends (its run
+    finishes)."""
 
     # --- server ---
     host: str = "127.0.0.1"

@@ -20,10 +20,12 @@ from app.errors import add_error_handlers, error_body
 from app.kit.openapi import install_docs
 from app.kit.request_guard import RequestGuard
 from app.kit.tokens import count_tokens
+from app.mcpserver.endpoint import McpEndpoint
 from app.ops.metrics import Metrics, install_http_middleware
 from app.runtime import Runtime
 from app.security.auth import BearerPrecheck
 from app.security.crypto import configure_from_settings
+from app.ui.mount import install_console
 
 logger = logging.getLogger("quiver")
 
@@ -64,7 +66,8 @@ def create_app(
         try:
             await seed_admin_key(app, settings)
             await asyncio.to_thread(count_tokens, "warm up")  # loads o200k_base (~0.7 s) now
-            yield
+            async with mcp_endpoint.running(runtime):
+                yield
         finally:
             await runtime.aclose()
             await engine.dispose()
@@ -89,7 +92,10 @@ def create_app(
     )
     install_http_middleware(app, metrics)  # outermost: counts and logs every response
     app.include_router(build_api_router())
+    mcp_endpoint = McpEndpoint(app)
+    app.mount("/mcp", mcp_endpoint)  # MCP streamable HTTP; not part of the OpenAPI schema
     install_docs(app)
+    install_console(app)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

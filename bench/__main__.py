@@ -35,6 +35,7 @@ MODULES = (
     "sql_safety",
     "mcp_overhead",
     "cancel",
+    "mcp_endpoint",
     "llm_stream",
     "load",
 )
@@ -47,6 +48,7 @@ KNOBS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
     "connector_overhead": ({}, {"ITERATIONS": 100, "WARMUP": 10}),
     "mcp_overhead": ({}, {"CALLS": 100, "WARMUP": 10}),
     "cancel": ({"ROUNDS": 10}, {"ROUNDS": 3}),
+    "mcp_endpoint": ({}, {"CALLS": 50, "WARMUP": 5}),
     "llm_stream": ({}, {"WARMUP": 5}),
 }
 # Keyword arguments for run() (full, quick), for modules whose sample count is a parameter.

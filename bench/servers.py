@@ -157,7 +157,11 @@ async def _postgres_up() -> bool:
 
 @contextlib.asynccontextmanager
 async def gateway(
-    llm_base_url: str, *, database: str = "auto", profile_to: Path | None = None
+    llm_base_url: str,
+    *,
+    database: str = "auto",
+    profile_to: Path | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> AsyncIterator[Gateway]:
     """`quiver serve` in a subprocess on a throwaway database (dropped/removed afterwards).
 
@@ -179,6 +183,7 @@ async def gateway(
         "QUIVER_LLM_API_KEY": "bench-key",
         "QUIVER_LOG_LEVEL": "WARNING",
         "QUIVER_SSE_PING_S": "15",
+        **(extra_env or {}),
     }
     cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
     if profile_to is not None:

@@ -190,6 +190,16 @@ def cancel(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def mcp_endpoint(r: dict[str, Any]) -> list[Row]:
+    t, c = r["tokens"], r["call"]
+    return [
+        _row("MCP endpoint tools/list tokens (progressive)", t["progressive"]["tools_list_tokens"]),
+        _row("MCP endpoint tools/list tokens (flat)", t["flat"]["tools_list_tokens"]),
+        _row("MCP endpoint tools/list saving", t["tools_list_saving_pct"], "%"),
+        _row("MCP endpoint tools/call / direct p50", c["ratio_p50"], "x", le=1.2),
+    ]
+
+
 def llm_stream(r: dict[str, Any]) -> list[Row]:
     return [
         _row("LlmClient added TTFT p50 vs raw httpx", r["overhead_ttft_p50_ms"], " ms"),
@@ -260,6 +270,7 @@ BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "sql_safety": sql_safety,
     "mcp_overhead": mcp_overhead,
     "cancel": cancel,
+    "mcp_endpoint": mcp_endpoint,
     "llm_stream": llm_stream,
     "load": load,
 }

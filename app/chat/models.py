@@ -76,6 +76,8 @@ class Run(IdMixin, TimestampMixin, Base):
     agent_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
     )
+    kind: Mapped[str] = mapped_column(String(16), default="chat", server_default="chat")
+    """chat | mcp_session (one MCP session's tool calls, no model events)."""
     status: Mapped[str] = mapped_column(String(32), default="running")
     """running | completed | max_iterations | stopped | cancelled | failed."""
     iterations: Mapped[int] = mapped_column(Integer, default=0)

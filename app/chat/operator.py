@@ -29,6 +29,7 @@ def _run_read(run: Run, terminal: dict[str, Any] | None) -> RunRead:
         updated_at=run.updated_at,
         conversation_id=run.conversation_id,
         agent_id=run.agent_id,
+        kind=run.kind,
         status=run.status,
         started_at=run.created_at,
         finished_at=run.finished_at,

@@ -154,6 +154,13 @@ class RunManager:
         self._heartbeat: asyncio.Task[None] | None = None
         self._beating_since: float | None = None
 
+    def claim(self, run_id: uuid.UUID) -> None:
+        """A run executed outside `start()` (an MCP session): not lost while it is claimed."""
+        self._claimed.add(run_id)
+
+    def unclaim(self, run_id: uuid.UUID) -> None:
+        self._claimed.discard(run_id)
+
     # --- worker heartbeat and lost runs ---------------------------------------------------
 
     async def open(self) -> None:

@@ -58,6 +58,8 @@ class RunRead(ReadSchema):
 
     conversation_id: uuid.UUID
     agent_id: uuid.UUID
+    kind: str = "chat"
+    """chat, or mcp_session (the tool calls of one MCP session)."""
     status: str
     started_at: datetime
     finished_at: datetime | None

@@ -12,6 +12,7 @@ from app.db.base import Base
 from app.mcp import models as mcp_models
 from app.skills import models as skills_models
 from app.tenancy import models as tenancy_models
+from app.ui import models as ui_models
 
 __all__ = [
     "Base",
@@ -26,4 +27,5 @@ __all__ = [
     "mcp_models",
     "skills_models",
     "tenancy_models",
+    "ui_models",
 ]

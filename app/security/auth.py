@@ -12,6 +12,7 @@ from app.apikeys.models import ApiKey
 from app.apikeys.service import api_key_service
 from app.db.session import SessionDep
 from app.errors import Forbidden, Unauthorized, error_body
+from app.ui.api_auth import console_api_key, has_console_credentials
 
 
 def _bearer(request: Request) -> str:
@@ -36,7 +37,17 @@ async def require_admin(key: Annotated[ApiKey, Depends(_authenticate)]) -> ApiKe
     return key
 
 
-async def require_chat(key: Annotated[ApiKey, Depends(_authenticate)]) -> ApiKey:
+async def _authenticate_chat(request: Request, session: SessionDep) -> ApiKey:
+    """A bearer key, or else the console's session cookie with its CSRF header."""
+    if "authorization" not in request.headers:
+        key = await console_api_key(request, session)
+        if key is not None:
+            request.state.api_key_id = str(key.id)
+            return key
+    return await _authenticate(request, session)
+
+
+async def require_chat(key: Annotated[ApiKey, Depends(_authenticate_chat)]) -> ApiKey:
     if not {"admin", "chat"} & set(key.scopes):
         raise Forbidden("this route needs an API key with scope 'chat' or 'admin'")
     return key
@@ -59,7 +70,11 @@ class BearerPrecheck:
         if scope["type"] == "http" and scope["path"].startswith(self.prefix):
             header = dict(scope["headers"]).get(b"authorization", b"")
             scheme, _, token = header.decode("latin-1").partition(" ")
-            if scheme.lower() != "bearer" or not token.strip():
+            console = has_console_credentials(
+                dict(scope["headers"]).get(b"cookie", b"").decode("latin-1"),
+                dict(scope["headers"]).get(b"x-csrf-token", b"").decode("latin-1"),
+            )
+            if (scheme.lower() != "bearer" or not token.strip()) and not console:
                 response = JSONResponse(
                     error_body(
                         "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'"

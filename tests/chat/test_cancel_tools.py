@@ -11,6 +11,7 @@ message in the conversation must work.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -345,14 +346,18 @@ class StallingServer:
     server: asyncio.Server | None = None
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        self.requests += 1
         try:
+            await reader.readuntil(b"\r\n\r\n")
+            self.requests += 1
             while await reader.read(1024):  # until the client hangs up
                 pass
             self.closed += 1
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # a client that left before sending a whole request
         finally:
             writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
 
     @property
     def port(self) -> int:
@@ -372,6 +377,7 @@ async def stalling() -> AsyncIterator[StallingServer]:
     stall.server = await asyncio.start_server(stall.handle, "127.0.0.1", 0)
     yield stall
     stall.server.close()
+    await stall.server.wait_closed()
 
 
 async def test_cancel_aborts_a_running_http_request(

@@ -1,7 +1,7 @@
 """approvals: tool calls that wait for a person
 
 Revision ID: 0003_approvals
-Revises: 0002_realdocs
+Revises: 0003_mcp
 Create Date: 2026-12-01
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0003_approvals"
-down_revision: str | None = "0002_realdocs"
+down_revision: str | None = "0003_mcp"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

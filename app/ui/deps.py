@@ -1,0 +1,85 @@
+"""The console pages' shared pieces: session and admin dependencies, form outcomes."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import Depends, Form, Query, Request, UploadFile
+from fastapi.responses import RedirectResponse
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.session import SessionDep
+from app.errors import Invalid
+from app.ui import sessions
+from app.ui.render import PageForbidden, SignInRequired, back
+from app.ui.sessions import CSRF_FIELD, Console
+
+PAGE = 25
+"""Rows per page of the console's lists."""
+LIST_ALL = 200
+MAX_UPLOAD = 5_000_000
+RUN_STATUSES = ("running", "completed", "max_iterations", "stopped", "cancelled", "failed")
+TOOL_KINDS = ("connector", "database", "mcp", "skill", "builtin")
+
+
+async def signed_in(request: Request, session: SessionDep) -> Console:
+    console = await sessions.current(session, request)
+    if console is None:
+        raise SignInRequired()
+    return console
+
+
+async def admin_only(console: Annotated[Console, Depends(signed_in)]) -> Console:
+    if not console.admin:
+        raise PageForbidden("this page needs an API key with scope 'admin'")
+    return console
+
+
+ConsoleDep = Annotated[Console, Depends(signed_in)]
+AdminDep = Annotated[Console, Depends(admin_only)]
+CsrfField = Annotated[str, Form(alias=CSRF_FIELD)]
+Offset = Annotated[int, Query(ge=0)]
+
+
+async def failed(
+    session: AsyncSession, console: Console, path: str, error: str
+) -> RedirectResponse:
+    """Undo the form's writes, keep its error for the next page."""
+    await session.rollback()
+    sessions.remember(console, error=error)
+    return back(path)
+
+
+def done(console: Console, path: str, notice: str) -> RedirectResponse:
+    sessions.remember(console, notice=notice)
+    return back(path)
+
+
+async def upload_text(file: UploadFile | None) -> str:
+    if file is None or not file.filename:
+        return ""
+    raw = await file.read(MAX_UPLOAD + 1)
+    if len(raw) > MAX_UPLOAD:
+        raise Invalid(f"file: larger than {MAX_UPLOAD // 1_000_000} MB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Invalid("file: not UTF-8 text") from None
+
+
+def uuid_or_none(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value.strip()) if value.strip() else None
+    except ValueError:
+        return None
+
+
+def first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        found = errors()
+        if found:
+            where = ".".join(str(p) for p in found[0].get("loc", ()))
+            return f"{where}: {found[0].get('msg', 'invalid')}"
+    return str(exc)[:300]

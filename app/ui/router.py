@@ -1,0 +1,15 @@
+"""The console's pages under `/ui`: thin handlers over the domain services.
+
+Every page needs a live session (else a redirect to `/ui/login`); the agents and resources
+pages need an admin key (a chat key gets 403); every POST carries the session's CSRF token.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.ui import pages_agents, pages_auth, pages_resources, pages_runs
+
+router = APIRouter()
+for pages in (pages_auth, pages_agents, pages_resources, pages_runs):
+    router.include_router(pages.router)

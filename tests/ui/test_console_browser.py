@@ -1,0 +1,310 @@
+"""The console in a real browser (Debian's chromium through playwright) against a live Quiver.
+
+One journey per key kind: an admin imports a SKILL.md and an OpenAPI document, links them to
+an agent, reads the tool-set preview, chats (streamed answer, a tool step), reloads to resume
+from the journal, cancels a run, opens a run from the runs list and signs out; a chat key
+cannot open the resources pages. Screenshots of every page go to tests/ui/screenshots/.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import httpx
+from playwright.async_api import Browser, Page, Route, expect
+
+from tests.conftest import ADMIN_TOKEN
+from tests.fixtures.scripted_llm import ScriptedLLM, Turn
+
+OPENAPI = """openapi: 3.0.3
+info: {title: Invoices, version: "1.0"}
+servers: [{url: "http://127.0.0.1:9/api"}]
+paths:
+  /invoices:
+    get:
+      operationId: list_invoices
+      summary: List the open invoices
+      parameters:
+        - {name: status, in: query, schema: {type: string}}
+      responses: {"200": {description: ok}}
+  /invoices/{id}:
+    get:
+      operationId: get_invoice
+      summary: Get one invoice
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: integer}}
+      responses: {"200": {description: ok}}
+"""
+
+
+def skill_md(name: str) -> str:
+    return (
+        f"---\nname: {name}\ndescription: How to close an invoice\n---\n"
+        "# Closing an invoice\n\nCheck the balance is zero, then mark it closed.\n"
+    )
+
+
+async def shot(page: Page, folder: Path, name: str) -> None:
+    await page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+async def sign_in(page: Page, base: str, key: str) -> None:
+    await page.goto(f"{base}/ui/login")
+    await page.get_by_label("API key").fill(key)
+    await page.get_by_test_id("login-submit").click()
+
+
+async def test_admin_journey(
+    chromium: Browser,
+    console_url: str,
+    scripted_llm: ScriptedLLM,
+    screenshots: Path,
+    tmp_path: Path,
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    skill, agent_name = f"close_invoice_{suffix}", f"billing_{suffix}"
+    context = await chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    await page.goto(f"{console_url}/ui/agents")
+    await expect(page).to_have_url(f"{console_url}/ui/login")
+    await shot(page, screenshots, "login")
+    await sign_in(page, console_url, ADMIN_TOKEN)
+    await expect(page).to_have_url(f"{console_url}/ui/agents")
+
+    # resources: a SKILL.md pasted, an OpenAPI document from a file
+    await page.get_by_role("link", name="Resources").click()
+    skill_form = page.get_by_test_id("import-skill")
+    await skill_form.get_by_test_id("import-skill-document").fill(skill_md(skill))
+    await skill_form.get_by_test_id("import-skill-submit").click()
+    await expect(page.get_by_test_id("notice")).to_contain_text(f"skill {skill} imported")
+    document = tmp_path / "invoices.yaml"
+    document.write_text(OPENAPI)
+    openapi_form = page.get_by_test_id("import-openapi")
+    await openapi_form.get_by_test_id("import-openapi-file").set_input_files(str(document))
+    await openapi_form.get_by_test_id("import-openapi-name").fill(f"invoices_{suffix}")
+    await openapi_form.get_by_test_id("import-openapi-submit").click()
+    await expect(page.get_by_test_id("notice")).to_contain_text("imported with 2 actions")
+    await expect(page.get_by_test_id("action-row")).to_have_count(2)
+    await shot(page, screenshots, "connector")
+    await page.goto(f"{console_url}/ui/resources")
+    await expect(page.get_by_test_id("skill-row").filter(has_text=skill)).to_have_count(1)
+    await shot(page, screenshots, "resources")
+
+    # an agent, linked to both
+    await page.get_by_role("link", name="Agents").click()
+    await page.get_by_test_id("agent-name").fill(agent_name)
+    await page.get_by_test_id("agent-create").click()
+    await expect(page.get_by_test_id("agent-name-heading")).to_have_text(agent_name)
+    await page.get_by_test_id(f"link-{skill}").check()
+    await page.get_by_test_id(f"link-invoices_{suffix}").check()
+    await page.get_by_test_id("links-save").click()
+    await expect(page.get_by_test_id("notice")).to_have_text("linked resources saved")
+    agent_id = page.url.split("/ui/agents/")[1].split("?")[0]
+
+    # the preview's numbers are the API's
+    await page.get_by_test_id("toolset-query").fill("close invoice 7")
+    await page.get_by_test_id("toolset-submit").click()
+    await expect(page).to_have_url(re.compile(r"\?query=close(\+|%20)invoice(\+|%20)7$"))
+    async with httpx.AsyncClient(
+        base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    ) as api:
+        preview = (
+            await api.get(f"/api/v1/agents/{agent_id}/toolset", params={"query": "close invoice 7"})
+        ).json()
+    progressive = await page.get_by_test_id("toolset-tokens-progressive").inner_text()
+    legacy = await page.get_by_test_id("toolset-tokens-legacy").inner_text()
+    assert int(progressive) == preview["tokens"]["total"]
+    assert int(legacy) == preview["legacy_tokens"]["total"]
+    assert int(legacy) > 0
+    assert int(progressive) > 0
+    tools = page.get_by_test_id("toolset-tool")
+    await expect(tools).to_have_count(len(preview["tools"]))
+    await tools.first.locator("summary").click()
+    await expect(tools.first.locator("pre")).to_contain_text('"function"')
+    await expect(page.get_by_test_id("toolset-chart")).to_be_visible()
+    await shot(page, screenshots, "agent")
+
+    # chat: a tool step, then a streamed answer
+    scripted_llm.script(
+        Turn(tool_calls=[("call_1", "read_skill", {"name": skill})]),
+        Turn(text="Invoice 7 is closed: the balance was zero.", token_delay_s=0.02),
+    )
+    await page.goto(f"{console_url}/ui/playground?agent={agent_id}")
+    await expect(page.get_by_test_id("chat-agent")).to_have_value(agent_id)
+    await page.get_by_test_id("chat-input").fill("Close invoice 7")
+    await page.get_by_test_id("chat-send").click()
+    step = page.get_by_test_id("chat-step")
+    await expect(step).to_have_count(1)
+    await expect(page.get_by_test_id("chat-answer")).to_have_text(
+        "Invoice 7 is closed: the balance was zero."
+    )
+    await expect(page.get_by_test_id("chat-status")).to_contain_text("Run completed")
+    await step.locator("summary").click()
+    await expect(step.get_by_test_id("chat-step-args")).to_contain_text(skill)
+    await expect(step.get_by_test_id("chat-step-result")).to_contain_text("mark it closed")
+    await shot(page, screenshots, "playground")
+    assert "?run=" in page.url
+    run_id = page.url.split("?run=")[1]
+
+    # reload: the run comes back from the journal
+    await page.reload()
+    await expect(page.get_by_test_id("chat-answer")).to_have_text(
+        "Invoice 7 is closed: the balance was zero."
+    )
+    await expect(page.get_by_test_id("chat-step")).to_have_count(1)
+
+    # cancel a slow run
+    scripted_llm.script(Turn(text="word " * 400, token_delay_s=0.05))
+    await page.get_by_test_id("chat-new").click()
+    await page.get_by_test_id("chat-input").fill("Write a long essay")
+    await page.get_by_test_id("chat-send").click()
+    await expect(page.get_by_test_id("chat-answer")).to_contain_text("word")
+    await expect(page.get_by_test_id("chat-cancel")).to_be_enabled()
+    await page.get_by_test_id("chat-cancel").click()
+    await expect(page.get_by_test_id("chat-status")).to_contain_text("Run cancelled")
+
+    # runs list → the first run's page replays its journal
+    await page.get_by_role("link", name="Runs").click()
+    await expect(page.get_by_test_id("run-row").first).to_be_visible()
+    await shot(page, screenshots, "runs")
+    await page.get_by_test_id("run-status-filter").select_option("completed")
+    await page.get_by_test_id("run-filter-submit").click()
+    row = page.locator(f'[data-testid="run-row"][data-run-id="{run_id}"]')
+    await expect(row).to_have_count(1)
+    await expect(page.locator('[data-testid="run-row"][data-status="cancelled"]')).to_have_count(0)
+    await row.get_by_role("link").click()
+    await expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    await expect(page.get_by_test_id("chat-prompt")).to_have_text("Close invoice 7")
+    await expect(page.get_by_test_id("chat-answer")).to_have_text(
+        "Invoice 7 is closed: the balance was zero."
+    )
+    await expect(page.get_by_test_id("chat-step")).to_have_count(1)
+    await shot(page, screenshots, "run")
+
+    await page.get_by_role("link", name="Tool calls of this run").click()
+    await expect(page.get_by_test_id("toolcall-row")).to_have_count(1)
+    await expect(page.get_by_test_id("toolcall-row")).to_contain_text("read_skill")
+    await shot(page, screenshots, "tool-calls")
+
+    # 390 px wide: the pages still fit
+    await page.set_viewport_size({"width": 390, "height": 844})
+    for path, name in ((f"/ui/agents/{agent_id}", "agent-390"), ("/ui/runs", "runs-390")):
+        await page.goto(f"{console_url}{path}")
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{path} overflows at 390 px: {width}"
+        await shot(page, screenshots, name)
+
+    await page.get_by_test_id("sign-out").click()
+    await expect(page).to_have_url(f"{console_url}/ui/login")
+    await page.goto(f"{console_url}/ui/runs")
+    await expect(page).to_have_url(f"{console_url}/ui/login")
+    await context.close()
+
+
+async def test_a_chat_key_gets_the_playground_but_not_the_resources(
+    chromium: Browser, console_url: str, scripted_llm: ScriptedLLM, screenshots: Path
+) -> None:
+    async with httpx.AsyncClient(
+        base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    ) as api:
+        created = await api.post("/api/v1/api-keys", json={"name": "ui", "scopes": ["chat"]})
+        key = created.json()["key"]
+    context = await chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = await context.new_page()
+    await sign_in(page, console_url, key)
+    await expect(page).to_have_url(f"{console_url}/ui/playground")
+    await expect(page.get_by_role("link", name="Resources")).to_have_count(0)
+    response = await page.goto(f"{console_url}/ui/resources")
+    assert response is not None
+    assert response.status == 403
+    await expect(page.get_by_test_id("forbidden")).to_contain_text("scope 'admin'")
+    await shot(page, screenshots, "forbidden")
+    await context.close()
+
+
+async def test_approval_requested_shows_approve_and_deny(
+    chromium: Browser, console_url: str, scripted_llm: ScriptedLLM, screenshots: Path
+) -> None:
+    """The playground's approval hook. No route emits `approval_requested` yet, so the run's
+    event stream is answered by the browser's request routing (the SSE wire format of
+    `/runs/{id}/events`); each button must POST its decision with the session's CSRF header."""
+    async with httpx.AsyncClient(
+        base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as api:
+        agent = await api.post("/api/v1/agents", json={"name": f"appr_{uuid.uuid4().hex[:6]}"})
+        async with api.stream(
+            "POST", "/api/v1/chat", json={"agent_id": agent.json()["id"], "message": "hi"}
+        ) as response:
+            run_id = response.headers["X-Run-Id"]
+            await response.aread()
+    stream = (
+        f'id: 1\nevent: run_started\ndata: {{"run_id": "{run_id}", "conversation_id": "c", '
+        '"agent_id": "a", "modes": {}, "tools": ["connector"]}\n\n'
+        'id: 2\nevent: approval_requested\ndata: {"approval_id": "ap1", "name": "connector", '
+        '"arguments": {"action": "delete_invoice"}}\n\n'
+        'id: 3\nevent: approval_requested\ndata: {"approval_id": "ap2", "name": "connector", '
+        '"arguments": {"action": "refund"}}\n\n'
+    )
+    posted: list[tuple[str, str, str | None]] = []
+
+    async def events(route: Route) -> None:
+        await route.fulfill(status=200, content_type="text/event-stream", body=stream)
+
+    async def decide(route: Route) -> None:
+        request = route.request
+        posted.append((request.url, request.post_data or "", request.headers.get("x-csrf-token")))
+        await route.fulfill(status=200, content_type="application/json", body="{}")
+
+    context = await chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = await context.new_page()
+    await sign_in(page, console_url, ADMIN_TOKEN)
+    await page.route(f"**/api/v1/runs/{run_id}/events*", events)
+    await page.route(f"**/api/v1/runs/{run_id}/approvals/*", decide)
+    await page.goto(f"{console_url}/ui/playground?run={run_id}")
+    approve, deny = page.get_by_test_id("approval-approve"), page.get_by_test_id("approval-deny")
+    await expect(approve).to_have_count(2)
+    await expect(deny).to_have_count(2)
+    await expect(page.get_by_test_id("approval").first).to_contain_text("delete_invoice")
+    await shot(page, screenshots, "approval")
+    await approve.first.click()
+    await deny.nth(1).click()
+    await expect(page.get_by_test_id("approval").nth(1)).to_contain_text("deny sent")
+    csrf = await page.locator('meta[name="csrf-token"]').get_attribute("content")
+    assert posted == [
+        (f"{console_url}/api/v1/runs/{run_id}/approvals/ap1", '{"decision":"approve"}', csrf),
+        (f"{console_url}/api/v1/runs/{run_id}/approvals/ap2", '{"decision":"deny"}', csrf),
+    ]
+    await context.close()
+
+
+async def test_lists_and_forms_work_without_javascript(
+    chromium: Browser, console_url: str, scripted_llm: ScriptedLLM, screenshots: Path
+) -> None:
+    name = f"nojs_{uuid.uuid4().hex[:6]}"
+    async with httpx.AsyncClient(
+        base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as api:
+        agent = await api.post("/api/v1/agents", json={"name": name})
+        async with api.stream(
+            "POST", "/api/v1/chat", json={"agent_id": agent.json()["id"], "message": "hi"}
+        ) as response:
+            run_id = response.headers["X-Run-Id"]
+            await response.aread()
+    context = await chromium.new_context(
+        viewport={"width": 390, "height": 844}, java_script_enabled=False
+    )
+    page = await context.new_page()
+    await sign_in(page, console_url, ADMIN_TOKEN)
+    await expect(page).to_have_url(f"{console_url}/ui/agents")
+    await expect(page.get_by_test_id("agent-row").first).to_be_visible()
+    await page.goto(f"{console_url}/ui/runs")
+    await expect(page.locator(f'[data-testid="run-row"][data-run-id="{run_id}"]')).to_have_count(1)
+    await page.goto(f"{console_url}/ui/agents/{agent.json()['id']}")
+    await page.get_by_test_id("toolset-query").fill("what time is it")
+    await page.get_by_test_id("toolset-submit").click()  # a plain GET form without htmx
+    await expect(page).to_have_url(re.compile(r"\?query=what\+time\+is\+it$"))
+    await expect(page.get_by_test_id("toolset-tool").first).to_be_visible()
+    await shot(page, screenshots, "agent-nojs-390")
+    await context.close()

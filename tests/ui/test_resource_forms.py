@@ -1,0 +1,90 @@
+"""The console's resource forms reach the real back-ends: MCP refresh over stdio
+(`mcp-server-time`), database introspection of a SQLite file, hiding a table."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.main import create_app
+from tests.conftest import ADMIN_TOKEN
+from tests.mcp.servers import TIME_SERVER
+from tests.ui.test_session import outcome, page_token, sign_in
+
+
+@pytest.fixture
+async def clients(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """(a signed-in browser-like client, an admin API client) on one app."""
+    allowed = settings.model_copy(update={"mcp_stdio_commands": [TIME_SERVER]})
+    app = create_app(allowed, sessionmaker=sessionmaker)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://quiver.test", timeout=60) as ui,
+        httpx.AsyncClient(
+            transport=transport,
+            base_url="http://quiver.test",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=60,
+        ) as api,
+    ):
+        await sign_in(ui, ADMIN_TOKEN)
+        yield ui, api
+
+
+async def test_mcp_refresh_lists_the_servers_tools(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    ui, api = clients
+    created = await api.post(
+        "/api/v1/mcp-servers", json={"name": "time", "transport": "stdio", "command": TIME_SERVER}
+    )
+    server_id = created.json()["id"]
+    before = await ui.get("/ui/resources")
+    assert before.text.count('data-testid="mcp-tool"') == 0
+    assert 'data-testid="mcp-refresh"' in before.text
+    done = await ui.post(
+        f"/ui/resources/mcp/{server_id}/refresh", data={"csrf_token": page_token(before)}
+    )
+    kind, text = await outcome(ui, done)
+    assert (kind, text.split(":")[0]) == ("notice", "time")
+    after = await ui.get("/ui/resources")
+    assert after.text.count('data-testid="mcp-tool"') >= 1
+    assert "get_current_time" in after.text
+
+
+async def test_db_introspect_then_hide_a_table(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient], tmp_path: Path
+) -> None:
+    ui, api = clients
+    path = tmp_path / "shop.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        db.execute("CREATE TABLE secrets (id INTEGER PRIMARY KEY, token TEXT)")
+    created = await api.post("/api/v1/databases", json={"name": "shop", "url": f"sqlite:///{path}"})
+    assert created.status_code == 201, created.text
+    db_id = created.json()["id"]
+    page = await ui.get("/ui/resources")
+    assert 'data-testid="db-introspect"' in page.text
+    token = page_token(page)
+    done = await ui.post(f"/ui/resources/databases/{db_id}/introspect", data={"csrf_token": token})
+    assert await outcome(ui, done) == ("notice", "shop: 2 tables")
+    listed = await ui.get("/ui/resources")
+    assert listed.text.count('data-testid="db-table-row"') == 2
+    hide = await ui.post(
+        f"/ui/resources/databases/{db_id}/tables/secrets",
+        data={"csrf_token": token, "hidden": "true"},
+    )
+    assert await outcome(ui, hide) == ("notice", "table secrets hidden from the model")
+    tables = {t["name"]: t for t in (await api.get(f"/api/v1/databases/{db_id}")).json()["tables"]}
+    assert tables["secrets"]["hidden"] is True
+    assert tables["customers"]["hidden"] is False
+    assert "Show secrets" in (await ui.get("/ui/resources")).text
