@@ -66,6 +66,8 @@ class ToolPhase:
     """The agent's approval globs and timeout."""
     gate: ApprovalGate | None = None
     """Who decides calls that wait for a person (none: such calls fail)."""
+    no_gate_error: str | None = None
+    """What such a call answers when there is no gate (the front end's own advice)."""
     _waiting: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     """call id → approval id of the calls waiting for a person now."""
 
@@ -118,10 +120,10 @@ class ToolPhase:
                 return result
             reason, step = result.approval, result.step or step
         if self.gate is None:
-            return ToolResult.fail(
-                f"{reason}; it needs a person's approval, which cannot be asked for here",
-                step=step,
+            advice = (
+                self.no_gate_error or "it needs a person's approval, which cannot be asked for here"
             )
+            return ToolResult.fail(f"{advice} ({reason})", step=step)
         timeout_s = self.approval.timeout_s if self.approval else DEFAULT_TIMEOUT_S
         request = ApprovalRequest(
             call_id=call.id,
