@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from app.agents.router import router as agents_router
 from app.apikeys.auth import AdminKey, ChatKey
 from app.apikeys.router import router as apikeys_router
+from app.approvals.router import router as approvals_router
 from app.audit.router import router as audit_router
 from app.chat.operator_router import router as operator_router
 from app.chat.preview_router import router as agent_preview_router
@@ -36,4 +37,5 @@ def build_api_router() -> APIRouter:
     api.include_router(chat_router, dependencies=[ChatKey])
     api.include_router(operator_router, dependencies=[ChatKey])
     api.include_router(audit_router, dependencies=[ChatKey])
+    api.include_router(approvals_router, dependencies=[ChatKey])
     return api

@@ -72,6 +72,25 @@ class StepLimitReached(_Event):
     action: str
 
 
+class ApprovalRequested(_Event):
+    kind: Literal["approval_requested"] = "approval_requested"
+    approval_id: str
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | str
+    """Redacted, as every event."""
+    expires_at: str
+    """ISO 8601, UTC."""
+
+
+class ApprovalResolved(_Event):
+    kind: Literal["approval_resolved"] = "approval_resolved"
+    approval_id: str
+    decision: Literal["approve", "deny", "timeout", "cancelled"]
+    by: str | None = None
+    reason: str | None = None
+
+
 class ContextCompacted(_Event):
     kind: Literal["context_compacted"] = "context_compacted"
     before_tokens: int
@@ -115,6 +134,8 @@ RunEvent = Annotated[
     | ToolResultEvent
     | ToolsLoaded
     | StepLimitReached
+    | ApprovalRequested
+    | ApprovalResolved
     | ContextCompacted
     | MessageEvent
     | RunFinished

@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
         3,
     ),
     **dict.fromkeys(("pipeline", "reasoning"), 4),
-    "chat": 5,
+    **dict.fromkeys(("chat", "approvals"), 5),
     **dict.fromkeys(("api", "main", "cli", "runtime", "deps", "ui", "migrations", "mcpserver"), 6),
 }
 # Alembic needs every model in one metadata: the registry imports all domains on purpose.

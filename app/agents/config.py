@@ -58,6 +58,14 @@ class PreHydration(_Strict):
     max_context_tokens: int = Field(default=4000, ge=0, le=200_000)
 
 
+class Approval(_Strict):
+    """Human approval: calls whose tool name or target matches a glob wait for a person."""
+
+    tools: list[str] = Field(default_factory=list)
+    """Globs (the tool profile's rules) over the tool name and the call's target."""
+    timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+
+
 class AgentConfig(_Strict):
     """Every key is optional; unknown keys are refused (422 naming the key)."""
 
@@ -76,3 +84,4 @@ class AgentConfig(_Strict):
     tool_profile: ToolProfile | None = None
     step_iteration: StepIteration | None = None
     pre_hydration: PreHydration | None = None
+    approval: Approval | None = None

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from app.agents.models import Agent
+from app.approvals.gate import ApprovalGate
+from app.approvals.policy import glob_reason
 from app.audit.record import tool_call_row
 from app.chat.context import compact
 from app.chat.selector import llm_selector
@@ -34,10 +36,11 @@ from app.events import (
 from app.llm.client import LlmClient, LlmError
 from app.llm.types import ChatMessage, Completion, TextDelta, Usage
 from app.pipeline.assemble import assemble_toolset
-from app.pipeline.mode import RunConfig
+from app.pipeline.mode import RunConfig, parse_agent_config
 from app.pipeline.sources.backends import Backends
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.hydrate import prehydrate, schema_tool_args
+from app.reasoning.progress import step_id_for
 from app.tools.base import CallContext, ToolResult
 
 T = TypeVar("T")
@@ -62,6 +65,8 @@ class RunDeps:
     backends: Backends
     llm: LlmClient
     cancel: asyncio.Event
+    approvals: ApprovalGate | None = None
+    """Decides calls that wait for a person; none: such calls fail."""
 
 
 @dataclass
@@ -127,9 +132,18 @@ class ReactRun:
         if config is None:
             return
 
+        approval = parse_agent_config(self.inp.agent.model_config_json).approval
+
         async def call_tool(_call_id: str, name: str, args: dict[str, Any]) -> ToolResult:
             started = time.perf_counter()
-            result = await toolset.call(name, args, ctx, active_only=False)
+            tool = toolset.full_tools().get(name)
+            kind = tool.kind if tool else ""
+            step = step_id_for(name, args, kind, target=tool.target if tool else "")
+            waits = glob_reason(approval, name, kind, args, step)
+            if waits is not None:  # nobody is asked during pre-hydration: it does not run
+                result = ToolResult.needs_approval(waits, step=step)
+            else:
+                result = await toolset.call(name, args, ctx, active_only=False)
             if self.deps.backends.tool_audit is not None:  # audited like the model's calls
                 self.deps.backends.tool_audit.record(
                     tool_call_row(
@@ -234,6 +248,8 @@ class ReactRun:
                 timeout_s=self.deps.settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
                 audit=self.deps.backends.tool_audit,
+                approval=parse_agent_config(inp.agent.model_config_json).approval,
+                gate=self.deps.approvals,
                 cancel=self.deps.cancel,
             )
             async for event in self._iterate(toolset, messages, phase):

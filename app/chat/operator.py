@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.approvals.service import pending_of_run
 from app.chat.models import Run
 from app.chat.operator_repository import ConversationQueryRepository, RunQueryRepository
 from app.chat.repository import RunRepository
@@ -69,7 +70,10 @@ async def list_runs(
 async def get_run(session: AsyncSession, principal: Principal, run_id: uuid.UUID) -> RunRead:
     repo = RunQueryRepository(session)
     run = principal.owned(await repo.get(run_id), "run", run_id)
-    return _run_read(run, (await repo.terminal_events([run.id])).get(run.id))
+    read = _run_read(run, (await repo.terminal_events([run.id])).get(run.id))
+    if run.status == "running":
+        read.pending_approvals = await pending_of_run(session, run.id)
+    return read
 
 
 async def list_conversations(

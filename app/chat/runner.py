@@ -24,6 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
+from app.approvals.repository import ApprovalRepository
+from app.approvals.stored import StoredApprovalGate
 from app.chat.hub import RunHub
 from app.chat.journal import JournalBatcher, JournalWriter, is_transient
 from app.chat.loop import ReactRun, RunDeps, RunInput
@@ -230,6 +232,8 @@ class RunManager:
         seq = await RunRepository(session).close_lost(run_id, event.kind, event_payload(event))
         if seq is None:
             return False
+        # A call that waited for a person died with its worker: it can no longer run.
+        await ApprovalRepository(session).close_pending(run_id, "cancelled")
         logger.warning("run %s was lost with its worker; closed as run_lost", run_id)
         await self.hub.announce(session, run_id)
         return True
@@ -360,7 +364,18 @@ class RunManager:
     async def _execute(self, active: ActiveRun, inp: RunInput) -> None:
         journal = JournalWriter(run_id=active.run_id, batcher=self.journal)
         deps = RunDeps(
-            settings=self.settings, backends=self.backends, llm=self._llm(), cancel=active.cancel
+            settings=self.settings,
+            backends=self.backends,
+            llm=self._llm(),
+            cancel=active.cancel,
+            approvals=StoredApprovalGate(
+                sessionmaker=self.sessionmaker,
+                hub=self.hub,
+                run_id=active.run_id,
+                api_key_id=uuid.UUID(inp.api_key_id) if inp.api_key_id else None,
+                user=inp.user,
+                cancel=active.cancel,
+            ),
         )
         run = ReactRun(deps=deps, inp=inp)
         terminal: RunEvent | None = None

@@ -4,8 +4,9 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import StringConstraints
+from pydantic import Field, StringConstraints
 
+from app.approvals.schemas import ApprovalRead
 from app.kit.schemas import ReadSchema, Schema
 
 
@@ -71,6 +72,8 @@ class RunRead(ReadSchema):
     cancel_requested: bool
     api_key_id: uuid.UUID | None
     user: str | None
+    pending_approvals: list[ApprovalRead] = Field(default_factory=list)
+    """Calls waiting for a person (filled by `GET /api/v1/runs/{id}`)."""
 
 
 class ConversationSummary(ReadSchema):

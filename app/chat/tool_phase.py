@@ -10,26 +10,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.agents.config import StepIteration
+from app.agents.config import Approval, StepIteration
+from app.approvals.gate import DEFAULT_TIMEOUT_S, ApprovalGate, ApprovalRequest, Opened
+from app.approvals.policy import glob_reason
 from app.audit.record import tool_call_row
 from app.audit.sink import ToolAuditBackend
 from app.chat.steps import NextStep, PhaseResult, RunAgain, Stopped
-from app.events import RunEvent, ToolCallEvent, ToolResultEvent, ToolsLoaded
+from app.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    RunEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    ToolsLoaded,
+)
 from app.llm.types import ChatMessage, ToolCallRequest
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.progress import ProgressTracker, Stop, step_id_for
-from app.security.redact import redact_text
+from app.security.redact import redact, redact_text
 from app.tools.base import CallContext, ToolResult
 
 CANCEL_GRACE_S = 0.75
 """How long a cancelled turn waits for its calls to stop their remote work; a call still
 cleaning up after that finishes in the background."""
 CANCELLED_ERROR = "Cancelled: the run was cancelled before this tool call finished"
+Planned = tuple[ToolCallRequest, dict[str, Any] | None, str | None, str]
+"""One call of the turn: the request, its parsed arguments or the parse error, its step."""
+Finished = tuple[int, ToolResult, float]
+"""A call's index in the turn, its result and its duration in ms."""
 
 
 @dataclass
@@ -47,6 +61,14 @@ class ToolPhase:
     """Where every call's audit row goes (none in unit tests of the phase)."""
     cancel: asyncio.Event | None = None
     """The run's cancel flag: once set, calls still in flight are cancelled."""
+    approval: Approval | None = None
+    """The agent's approval globs and timeout."""
+    gate: ApprovalGate | None = None
+    """Who decides calls that wait for a person (none: such calls fail)."""
+    no_gate_error: str | None = None
+    """What such a call answers when there is no gate (the front end's own advice)."""
+    _waiting: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    """call id → approval id of the calls waiting for a person now."""
 
     def __post_init__(self) -> None:
         if self.step_iteration is not None:
@@ -67,6 +89,71 @@ class ToolPhase:
             return name
         return step_id_for(name, args, tool.kind, target=tool.target)
 
+    async def _call(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        try:
+            return await asyncio.wait_for(self.toolset.call(name, args, ctx), self.timeout_s)
+        except TimeoutError:
+            return ToolResult.fail(
+                f"Tool {name!r} timed out after {self.timeout_s:g}s", retryable=True
+            )
+
+    async def _gated(
+        self,
+        call: ToolCallRequest,
+        args: dict[str, Any],
+        step: str,
+        emit: Callable[[RunEvent], None],
+    ) -> ToolResult:
+        """Run the call; when it must wait for a person, ask the gate first (or, for an
+        executor that answered `needs_approval`, after it), then run it approved once."""
+        tool = self.toolset.full_tools().get(call.name)
+        reason = glob_reason(self.approval, call.name, tool.kind if tool else "", args, step)
+        if reason is None:
+            result = await self._call(call.name, args, self.ctx)
+            if result.approval is None:
+                return result
+            reason, step = result.approval, result.step or step
+        if self.gate is None:
+            advice = (
+                self.no_gate_error or "it needs a person's approval, which cannot be asked for here"
+            )
+            return ToolResult.fail(f"{advice} ({reason})", step=step)
+        timeout_s = self.approval.timeout_s if self.approval else DEFAULT_TIMEOUT_S
+        request = ApprovalRequest(
+            call_id=call.id,
+            name=call.name,
+            target=step,
+            arguments=redact(args),
+            reason=reason,
+            timeout_s=timeout_s,
+        )
+
+        def opened(done: Opened) -> None:
+            emit(
+                ApprovalRequested(
+                    approval_id=done.approval_id,
+                    call_id=call.id,
+                    name=call.name,
+                    arguments=request.arguments,
+                    expires_at=done.expires_at.isoformat(),
+                )
+            )
+            self._waiting[call.id] = done.approval_id
+
+        decision = await self.gate.request(request, opened)
+        emit(
+            ApprovalResolved(
+                approval_id=self._waiting.pop(call.id, ""),
+                decision=decision.outcome,
+                by=decision.by,
+                reason=decision.reason,
+            )
+        )
+        if not decision.approved:
+            return ToolResult.fail(decision.observation(timeout_s), step=step)
+        result = await self._call(call.name, args, dataclasses.replace(self.ctx, approved=True))
+        return result if result.step else dataclasses.replace(result, step=step)
+
     async def _run_one(
         self,
         index: int,
@@ -74,6 +161,7 @@ class ToolPhase:
         args: dict[str, Any] | None,
         error: str | None,
         step: str,
+        emit: Callable[[RunEvent], None],
     ) -> tuple[int, ToolResult, float]:
         start = time.perf_counter()
         if error is not None:
@@ -83,14 +171,7 @@ class ToolPhase:
                 f"Step '{step}' was skipped for the rest of this run: {self.skipped[step]}"
             )
         else:
-            try:
-                result = await asyncio.wait_for(
-                    self.toolset.call(call.name, args or {}, self.ctx), self.timeout_s
-                )
-            except TimeoutError:
-                result = ToolResult.fail(
-                    f"Tool {call.name!r} timed out after {self.timeout_s:g}s", retryable=True
-                )
+            result = await self._gated(call, args or {}, step, emit)
         elapsed_ms = (time.perf_counter() - start) * 1000
         self._audit(call, args, step, result, elapsed_ms)
         return index, result, elapsed_ms
@@ -125,7 +206,7 @@ class ToolPhase:
         """
         outcome: NextStep = RunAgain()
         start = len(messages)
-        planned: list[tuple[ToolCallRequest, dict[str, Any] | None, str | None, str]] = []
+        planned: list[Planned] = []
         for call in calls:
             args: dict[str, Any] | None
             try:
@@ -141,19 +222,42 @@ class ToolPhase:
                 arguments=args if args is not None else call.arguments,
             )
         started = time.perf_counter()
-        tasks = [
-            asyncio.ensure_future(self._run_one(index, *plan)) for index, plan in enumerate(planned)
-        ]
+        # Results and approval events arrive on one queue: a call that waits for a person
+        # pauses alone while the turn's other calls finish and are reported.
+        outbox: asyncio.Queue[RunEvent | Finished] = asyncio.Queue()
+
+        async def one(index: int, plan: Planned) -> None:
+            call, args, error, step = plan
+            try:
+                outbox.put_nowait(
+                    await self._run_one(index, call, args, error, step, outbox.put_nowait)
+                )
+            except Exception as exc:  # never leave the turn waiting for a lost result
+                failed = ToolResult.fail(f"Tool call failed unexpectedly ({type(exc).__name__})")
+                outbox.put_nowait((index, failed, (time.perf_counter() - started) * 1000))
+
+        tasks = [asyncio.ensure_future(one(index, plan)) for index, plan in enumerate(planned)]
         results: dict[int, ToolResult] = {}
         try:
-            async with contextlib.aclosing(self._completed(tasks)) as completed:
-                async for index, result, ms in completed:
+            async with contextlib.aclosing(self._completed(outbox, len(tasks))) as completed:
+                async for item in completed:
+                    if not isinstance(item, tuple):
+                        yield item
+                        continue
+                    index, result, ms = item
                     results[index] = result
                     yield self._result_event(planned[index][0], result, ms)
                     if result.loaded_tools:
                         yield ToolsLoaded(names=list(result.loaded_tools))
         finally:
             await _stop(tasks)
+        while not outbox.empty():  # approval events of calls the cancel stopped
+            item = outbox.get_nowait()
+            if not isinstance(item, tuple):
+                yield item
+        for call_id, approval_id in list(self._waiting.items()):
+            yield ApprovalResolved(approval_id=approval_id, decision="cancelled")
+            del self._waiting[call_id]
         cancelled = [i for i in range(len(planned)) if i not in results]
         for index in cancelled:
             results[index] = ToolResult.fail(CANCELLED_ERROR)
@@ -183,21 +287,26 @@ class ToolPhase:
         yield PhaseResult(new_messages=messages[start:], next_step=outcome)
 
     async def _completed(
-        self, tasks: Sequence[asyncio.Future[tuple[int, ToolResult, float]]]
-    ) -> AsyncGenerator[tuple[int, ToolResult, float]]:
-        """Results in completion order; stops early (leaving calls pending) on cancel."""
-        pending: set[asyncio.Future[Any]] = set(tasks)
+        self, outbox: asyncio.Queue[RunEvent | Finished], calls: int
+    ) -> AsyncGenerator[RunEvent | Finished]:
+        """Approval events and results in arrival order; stops early (leaving calls
+        pending) on cancel."""
+        received = 0
         cancel = asyncio.ensure_future(self.cancel.wait()) if self.cancel is not None else None
         try:
-            while pending:
+            while received < calls:
                 if cancel is not None and cancel.done():
                     return
-                waits = pending if cancel is None else pending | {cancel}
+                getter = asyncio.ensure_future(outbox.get())
+                waits: set[asyncio.Future[Any]] = {getter} if cancel is None else {getter, cancel}
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                for task in tasks:
-                    if task in done:
-                        pending.discard(task)
-                        yield task.result()
+                if getter not in done:
+                    getter.cancel()
+                    return
+                item = getter.result()
+                if isinstance(item, tuple):
+                    received += 1
+                yield item
         finally:
             if cancel is not None:
                 cancel.cancel()
@@ -225,7 +334,7 @@ class ToolPhase:
         return decision if isinstance(decision, Stop) else None
 
 
-async def _stop(tasks: Sequence[asyncio.Future[tuple[int, ToolResult, float]]]) -> None:
+async def _stop(tasks: Sequence[asyncio.Future[None]]) -> None:
     """Cancel the calls still running and give them `CANCEL_GRACE_S` to stop remote work."""
     running = [task for task in tasks if not task.done()]
     for task in running:

@@ -217,8 +217,10 @@ def _mysql_creator(url: URL, *, read_only: bool) -> Any:
         # aiomysql always asks for CLIENT_MULTI_STATEMENTS; without it the server itself
         # rejects `a; b`, a layer under the validator's one-statement rule.
         conn.client_flag &= ~CLIENT.MULTI_STATEMENTS
-        await conn._connect()
         try:
+            # Inside the try: aiomysql closes its socket on a failed connect only for
+            # `Exception`, so a connect cancelled by a run's cancel would leave it open.
+            await conn._connect()
             async with conn.cursor() as cur:
                 await cur.execute(_MYSQL_SQL_MODE)
                 if read_only:

@@ -97,8 +97,15 @@ class DatabaseExecutor:
         self._max_output_chars = max_output_chars
 
     async def query(self, database: DatabaseConnector, sql: str, ctx: CallContext) -> ToolResult:
-        """Run `sql` for the model; every failure becomes a typed `ToolResult.fail`."""
+        """Run `sql` for the model; every failure becomes a typed `ToolResult.fail`.
+
+        A write (allowed only on a `read_only: false` database) runs only once a person
+        approved the call: before that, nothing reaches the database."""
         try:
+            if not ctx.approved and self._is_write(database, sql):
+                return ToolResult.needs_approval(
+                    f"a write to database {database.name!r} ({sql_verb(sql)})"
+                )
             result = await self.run_query(database, sql)
         except QueryError as exc:
             return ToolResult.fail(exc.message, retryable=exc.retryable)
@@ -106,6 +113,21 @@ class DatabaseExecutor:
             detail = clean_driver_message(exc, database.url)
             return ToolResult.fail(f"[Database Error] {detail}", retryable=True)
         return ToolResult.success(render_for_model(result, max_chars=self._max_output_chars))
+
+    @staticmethod
+    def _is_write(database: DatabaseConnector, sql: str) -> bool:
+        if database.read_only:
+            return False
+        try:
+            checked = check_sql(
+                sql,
+                dialect=database.dialect,
+                hidden_tables=hidden_tables(database),
+                read_only=False,
+            )
+        except SqlSafetyError:
+            return False  # refused below, with the reason
+        return checked.kind == "write"
 
     async def run_query(
         self,
@@ -287,3 +309,9 @@ def _clip(value: Any) -> Any:
     if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
         return f"{value[:MAX_CELL_CHARS]}…[+{len(value) - MAX_CELL_CHARS} chars]"
     return value
+
+
+def sql_verb(sql: str) -> str:
+    """The statement's first keyword (INSERT, UPDATE, …) for the approval request."""
+    words = sql.split(None, 1)
+    return words[0].upper()[:16] if words else "?"

@@ -2,6 +2,7 @@
 
 from app.agents import models as agents_models
 from app.apikeys import models as apikeys_models
+from app.approvals import models as approvals_models
 from app.audit import models as audit_models
 from app.chat import models as chat_models
 from app.connectors import models as connectors_models
@@ -17,6 +18,7 @@ __all__ = [
     "Base",
     "agents_models",
     "apikeys_models",
+    "approvals_models",
     "audit_models",
     "chat_models",
     "connectors_models",

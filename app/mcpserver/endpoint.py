@@ -31,6 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 from app.agents.repository import AgentRepository
 from app.apikeys.service import api_key_service
 from app.errors import QuiverError, error_body
+from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.sessions import Caller, McpSession, McpSessions, assemble_for_mcp
 from app.runtime import Runtime
 from app.tenancy.principal import USER_HEADER, Principal
@@ -261,7 +262,10 @@ class McpEndpoint:
     ) -> types.CallToolResult:
         state = await self._session(ctx)
         assert self.sessions is not None
-        outcome = await self.sessions.call(state, params.name, dict(params.arguments or {}))
+        gate = ElicitationGate(ctx.session) if supports_elicitation(ctx.session) else None
+        outcome = await self.sessions.call(
+            state, params.name, dict(params.arguments or {}), gate=gate
+        )
         if outcome.loaded:
             await ctx.session.send_tool_list_changed()
         return types.CallToolResult(

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.models import Agent
+from app.approvals.gate import ApprovalGate
 from app.chat.journal import JournalWriter
 from app.chat.models import Conversation, Run
 from app.chat.repository import RunRepository
@@ -28,7 +29,9 @@ from app.chat.steps import PhaseResult
 from app.chat.tool_phase import ToolPhase
 from app.events import RunEvent, RunFinished, RunStarted, ToolResultEvent, ToolsLoaded
 from app.llm.types import ChatMessage, ToolCallRequest
+from app.mcpserver.approval import NO_ELICITATION
 from app.pipeline.assemble import assemble_toolset
+from app.pipeline.mode import parse_agent_config
 from app.pipeline.toolset import AssembledToolset
 from app.tenancy.limits import count_run_start
 from app.tenancy.principal import Principal
@@ -161,6 +164,8 @@ class McpSessions:
                 timeout_s=settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
                 audit=self.runs.backends.tool_audit,
+                approval=parse_agent_config(agent.model_config_json).approval,
+                no_gate_error=NO_ELICITATION,
             ),
             journal=JournalWriter(run_id=run_id, batcher=self.runs.journal),
         )
@@ -176,9 +181,18 @@ class McpSessions:
         logger.info("MCP session opened as run %s", run_id)
         return state
 
-    async def call(self, state: McpSession, name: str, arguments: dict[str, Any]) -> CallOutcome:
-        """One `tools/call`, exactly as a chat run's tool phase runs it, journaled."""
+    async def call(
+        self,
+        state: McpSession,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        gate: ApprovalGate | None = None,
+    ) -> CallOutcome:
+        """One `tools/call`, exactly as a chat run's tool phase runs it, journaled. A call that
+        needs a person's approval asks `gate` (the client's elicitation), or fails without it."""
         async with state.lock:
+            state.phase.gate = gate
             state.calls += 1
             call = ToolCallRequest(
                 id=f"mcp_{state.calls}", name=name, arguments=json.dumps(arguments)

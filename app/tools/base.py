@@ -53,6 +53,8 @@ class ToolResult:
     """Step id for the progress tracker (e.g. `mcp:github/search`); defaults to the tool name."""
     loaded_tools: tuple[str, ...] = ()
     """Names `request_tools` added to the active set."""
+    approval: str | None = None
+    """Set when the call did nothing because it needs a person's approval: why."""
 
     @classmethod
     def success(cls, output: str, *, step: str | None = None) -> ToolResult:
@@ -61,6 +63,17 @@ class ToolResult:
     @classmethod
     def fail(cls, error: str, *, retryable: bool = False, step: str | None = None) -> ToolResult:
         return cls(ok=False, error=error, retryable=retryable, step=step)
+
+    @classmethod
+    def needs_approval(cls, reason: str, *, step: str | None = None) -> ToolResult:
+        """Nothing ran: the call waits for a person (the chat loop asks, then calls again
+        with `CallContext.approved`). Callers that cannot ask see a plain failure."""
+        return cls(
+            ok=False,
+            error=f"{reason}; it needs a person's approval, which cannot be asked for here",
+            step=step,
+            approval=reason,
+        )
 
     @property
     def text(self) -> str:
@@ -76,6 +89,8 @@ class CallContext:
     agent_id: str | None = None
     api_key_id: str | None = None
     user: str | None = None
+    approved: bool = False
+    """A person approved this very call: an executor that asks for approval runs it."""
 
 
 class Toolset(abc.ABC):

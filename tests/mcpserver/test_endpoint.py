@@ -540,3 +540,46 @@ async def test_a_key_over_its_run_rate_gets_429_before_any_mcp_exchange(
     assert "mcp-session-id" not in refused.headers
     runs = (await admin.get("/api/v1/runs", params={"agent_id": agent["id"]})).json()
     assert runs["total"] == 1
+
+
+async def test_calls_that_need_approval_ask_through_elicitation_or_fail_clearly(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    agent = await make_agent(admin, shop_db, {"approval": {"tools": ["read_skill"]}})
+    skill = agent["skill"]["name"]
+    asked: list[str] = []
+    answers = iter(
+        [
+            types.ElicitResult(action="accept", content={"approve": True}),
+            types.ElicitResult(action="accept", content={"approve": False, "reason": "not now"}),
+        ]
+    )
+
+    async def person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return next(answers)
+
+    async with connect(live_url, agent["name"], elicitation_callback=person) as client:
+        approved = await client.call_tool("read_skill", {"name": skill})
+        assert not approved.is_error, text(approved)
+        assert "Steep 3 min." in text(approved)
+        denied = await client.call_tool("read_skill", {"name": skill})
+        assert denied.is_error
+        assert "Denied by a person: not now" in text(denied)
+    assert len(asked) == 2
+    assert skill in asked[0]
+
+    # A client without the elicitation capability cannot ask anyone: the call does not run.
+    async with connect(live_url, agent["name"]) as client:
+        refused = await client.call_tool("read_skill", {"name": skill})
+        assert refused.is_error
+        assert (
+            "This tool needs a person's approval; use the chat API or a client that supports "
+            "elicitation" in text(refused)
+        )
+        assert "Steep 3 min." not in text(refused)
+        # Looking never waits.
+        discover = await client.call_tool(
+            "database", {"subcommand": "discover", "database": agent["database"]["name"]}
+        )
+        assert not discover.is_error, text(discover)

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import httpx
-from playwright.async_api import Browser, Page, Route, expect
+from playwright.async_api import Browser, Page, expect
 
 from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
@@ -224,59 +224,70 @@ async def test_a_chat_key_gets_the_playground_but_not_the_resources(
     await context.close()
 
 
-async def test_approval_requested_shows_approve_and_deny(
+async def test_approvals_are_decided_from_the_playground(
     chromium: Browser, console_url: str, scripted_llm: ScriptedLLM, screenshots: Path
 ) -> None:
-    """The playground's approval hook. No route emits `approval_requested` yet, so the run's
-    event stream is answered by the browser's request routing (the SSE wire format of
-    `/runs/{id}/events`); each button must POST its decision with the session's CSRF header."""
+    """Two calls of one turn wait for a person (the agent's approval globs); the playground
+    shows Approve/Deny for each, the buttons decide them through the real approval route, the
+    approved call runs, the denied one reaches the model as `Denied by a person`."""
+    tag = uuid.uuid4().hex[:6]
+    kept, refused = f"keep-{tag}", f"refuse-{tag}"
     async with httpx.AsyncClient(
         base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
     ) as api:
-        agent = await api.post("/api/v1/agents", json={"name": f"appr_{uuid.uuid4().hex[:6]}"})
-        async with api.stream(
-            "POST", "/api/v1/chat", json={"agent_id": agent.json()["id"], "message": "hi"}
-        ) as response:
-            run_id = response.headers["X-Run-Id"]
-            await response.aread()
-    stream = (
-        f'id: 1\nevent: run_started\ndata: {{"run_id": "{run_id}", "conversation_id": "c", '
-        '"agent_id": "a", "modes": {}, "tools": ["connector"]}\n\n'
-        'id: 2\nevent: approval_requested\ndata: {"approval_id": "ap1", "name": "connector", '
-        '"arguments": {"action": "delete_invoice"}}\n\n'
-        'id: 3\nevent: approval_requested\ndata: {"approval_id": "ap2", "name": "connector", '
-        '"arguments": {"action": "refund"}}\n\n'
+        skill_ids = []
+        for name in (kept, refused):
+            imported = await api.post("/api/v1/skills/import", json={"document": skill_md(name)})
+            assert imported.status_code == 201, imported.text
+            skill_ids.append(imported.json()["id"])
+        agent = await api.post(
+            "/api/v1/agents",
+            json={
+                "name": f"appr-{tag}",
+                "skill_ids": skill_ids,
+                "model_config_json": {"approval": {"tools": ["read_skill"]}},
+            },
+        )
+        assert agent.status_code == 201, agent.text
+        agent_id = agent.json()["id"]
+    scripted_llm.script(
+        Turn(
+            tool_calls=[
+                ("first", "read_skill", {"name": kept}),
+                ("second", "read_skill", {"name": refused}),
+            ]
+        ),
+        Turn(text="One read, one refused."),
     )
-    posted: list[tuple[str, str, str | None]] = []
-
-    async def events(route: Route) -> None:
-        await route.fulfill(status=200, content_type="text/event-stream", body=stream)
-
-    async def decide(route: Route) -> None:
-        request = route.request
-        posted.append((request.url, request.post_data or "", request.headers.get("x-csrf-token")))
-        await route.fulfill(status=200, content_type="application/json", body="{}")
-
     context = await chromium.new_context(viewport={"width": 1280, "height": 800})
     page = await context.new_page()
     await sign_in(page, console_url, ADMIN_TOKEN)
-    await page.route(f"**/api/v1/runs/{run_id}/events*", events)
-    await page.route(f"**/api/v1/runs/{run_id}/approvals/*", decide)
-    await page.goto(f"{console_url}/ui/playground?run={run_id}")
-    approve, deny = page.get_by_test_id("approval-approve"), page.get_by_test_id("approval-deny")
-    await expect(approve).to_have_count(2)
-    await expect(deny).to_have_count(2)
-    await expect(page.get_by_test_id("approval").first).to_contain_text("delete_invoice")
+    await page.goto(f"{console_url}/ui/playground?agent={agent_id}")
+    await page.get_by_test_id("chat-agent").select_option(agent_id)
+    await page.get_by_test_id("chat-input").fill("Read both procedures")
+    await page.get_by_test_id("chat-send").click()
+    cards = page.get_by_test_id("approval")
+    await expect(cards).to_have_count(2)
     await shot(page, screenshots, "approval")
-    await approve.first.click()
-    await deny.nth(1).click()
-    await expect(page.get_by_test_id("approval").nth(1)).to_contain_text("deny sent")
-    csrf = await page.locator('meta[name="csrf-token"]').get_attribute("content")
-    assert posted == [
-        (f"{console_url}/api/v1/runs/{run_id}/approvals/ap1", '{"decision":"approve"}', csrf),
-        (f"{console_url}/api/v1/runs/{run_id}/approvals/ap2", '{"decision":"deny"}', csrf),
-    ]
+    await cards.filter(has_text=kept).get_by_test_id("approval-approve").click()
+    await cards.filter(has_text=refused).get_by_test_id("approval-deny").click()
+    await expect(page.get_by_test_id("chat-answer")).to_have_text("One read, one refused.")
+    await expect(page.get_by_test_id("chat-status")).to_contain_text("Run completed")
+    await shot(page, screenshots, "approval-decided")
     await context.close()
+    observations = {
+        m["tool_call_id"]: m["content"]
+        for m in scripted_llm.requests[-1]["messages"]
+        if m["role"] == "tool"
+    }
+    assert "mark it closed" in observations["first"]
+    assert "Denied by a person" in observations["second"]
+    async with httpx.AsyncClient(
+        base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as api:
+        decided = (await api.get("/api/v1/approvals", params={"limit": 200})).json()["items"]
+    statuses = {a["call_id"]: a["status"] for a in decided if tag in str(a["arguments"])}
+    assert statuses == {"first": "approved", "second": "denied"}
 
 
 async def test_lists_and_forms_work_without_javascript(

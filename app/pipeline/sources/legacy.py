@@ -17,6 +17,7 @@ from app.databases.backend import DatabaseBackend
 from app.databases.models import DatabaseConnector
 from app.mcp.backend import McpBackend
 from app.mcp.models import McpServer
+from app.pipeline.sources.meta_connector import confirmation_needed
 from app.pipeline.sources.meta_database import (
     describe_table,
     find_table,
@@ -36,6 +37,8 @@ def _connector_handler(
     backend: ConnectorBackend, connector: Connector, action: ConnectorAction
 ) -> Handler:
     async def handle(args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        if action.requires_confirmation and not ctx.approved:
+            return confirmation_needed(connector, action)
         result = await backend.execute(connector, action, args, ctx)
         return with_step(result, f"connector:{connector.name}/{action.name}")
 

@@ -46,6 +46,12 @@ def action_step(connector: Connector, action: ConnectorAction) -> str:
     return f"connector:{connector.name}/{action.name}"
 
 
+def confirmation_needed(connector: Connector, action: ConnectorAction) -> ToolResult:
+    """An action marked `requires_confirmation` runs only once a person approved the call."""
+    step = action_step(connector, action)
+    return ToolResult.needs_approval(f"{step} requires confirmation", step=step)
+
+
 def _action_entries(connector: Connector) -> list[Entry]:
     return DERIVED.get(
         connector_key(connector, "search"),
@@ -139,6 +145,8 @@ class ConnectorMetaTool(KindMetaTool[Connector]):
         problem = validate_arguments(found.parameters, params, at="parameters")
         if problem:
             return ToolResult.fail(invalid_arguments(NAME, problem))
+        if found.requires_confirmation and not ctx.approved:
+            return confirmation_needed(connector, found)
         result = await self._backend.execute(connector, found, params, ctx)
         return with_step(result, action_step(connector, found))
 
