@@ -80,13 +80,6 @@ class EngineCache:
         if cached is not None:
             await cached[1].dispose()
 
-    async def drop_pool(self, db: DatabaseConnector) -> None:
-        """Start a fresh pool for `db` (the engine stays): after the server dropped a pooled
-        connection, the other idle ones are usually dead as well."""
-        cached = self._engines.get(db.id)
-        if cached is not None:
-            await cached[1].dispose()
-
     async def aclose(self) -> None:
         """Close every pool (app shutdown)."""
         async with self._lock:

@@ -19,7 +19,13 @@ import asyncpg  # type: ignore[import-untyped,unused-ignore]
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.databases.drivers import DRIVERS, Driver, DriverError, DriverTimeout, RawResult
-from app.databases.engines import MAX_TIMEOUT_S, EngineCache, session_timeout
+from app.databases.engines import (
+    MAX_OVERFLOW,
+    MAX_TIMEOUT_S,
+    POOL_SIZE,
+    EngineCache,
+    session_timeout,
+)
 from app.databases.models import DatabaseConnector
 from app.databases.readonly import CheckedSql, SqlSafetyError, check_sql, dialect_from_url
 from app.databases.values import clean_driver_message, json_rows
@@ -27,6 +33,7 @@ from app.errors import Invalid, QuiverError, Upstream
 from app.tools.base import CallContext, ToolResult
 
 logger = logging.getLogger(__name__)
+READ_ATTEMPTS = POOL_SIZE + MAX_OVERFLOW + 1
 MAX_ROWS_CEILING = 10_000
 CLIENT_GRACE_S = 5.0
 """Client-side backstop beyond the server-side statement timeout."""
@@ -170,7 +177,9 @@ class DatabaseExecutor:
         self, database: DatabaseConnector, checked: CheckedSql, *, max_rows: int, timeout_s: float
     ) -> RawResult:
         driver = DRIVERS[database.dialect]
-        attempts = 1 if checked.kind == "write" else 2
+        # A read that meets a connection the server dropped is retried on the next one; every
+        # idle pooled connection may be dead after a server restart, so up to the pool's size.
+        attempts = 1 if checked.kind == "write" else READ_ATTEMPTS
         for attempt in range(1, attempts + 1):
             try:
                 engine = await self._engines.get(database)
@@ -187,14 +196,11 @@ class DatabaseExecutor:
                 ) from None
             except DriverError as exc:
                 if attempt < attempts and _is_disconnect(exc.original):
-                    await self._engines.drop_pool(database)
                     continue
                 raise QueryFailed(clean_driver_message(exc, database.url)) from None
             except Exception as exc:
-                # A pooled connection the server dropped: reads are retried once, on a fresh
-                # pool (when the server restarted, every idle pooled connection is dead too).
+                # A pooled connection the server dropped (discarded by `_run_guarded`).
                 if attempt < attempts and _is_disconnect(exc):
-                    await self._engines.drop_pool(database)
                     continue
                 raise QueryFailed(clean_driver_message(exc, database.url)) from None
         raise AssertionError("unreachable")
