@@ -98,6 +98,8 @@ class Settings(BaseSettings):
     mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)
     egress_allow_cidrs: Annotated[list[str], NoDecode] = Field(default_factory=list)
     tool_timeout_s: float = Field(60.0, gt=0)
+    delegation_timeout_s: float = Field(600.0, gt=0, le=86_400)
+    """How long one `call_agent` child run may take (approval waits inside it included)."""
     http_timeout_s: float = Field(30.0, gt=0)
     http_max_response_bytes: int = Field(2_000_000, ge=1024)
     mcp_connect_timeout_s: float = Field(20.0, gt=0)

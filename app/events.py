@@ -91,6 +91,24 @@ class ApprovalResolved(_Event):
     reason: str | None = None
 
 
+class DelegationStarted(_Event):
+    """`call_agent` started a child run of this one (its events replay at its own id)."""
+
+    kind: Literal["delegation_started"] = "delegation_started"
+    child_run_id: str
+    agent: str
+    """The delegate agent's name."""
+
+
+class DelegationFinished(_Event):
+    kind: Literal["delegation_finished"] = "delegation_finished"
+    child_run_id: str
+    status: Literal["completed", "max_iterations", "stopped", "cancelled", "failed", "timeout"]
+    """The child run's end (`timeout`: stopped after the delegation timeout)."""
+    usage: dict[str, int] = Field(default_factory=dict)
+    """The child's token usage (its own delegations included); summed into the parent's."""
+
+
 class ContextCompacted(_Event):
     kind: Literal["context_compacted"] = "context_compacted"
     before_tokens: int
@@ -136,6 +154,8 @@ RunEvent = Annotated[
     | StepLimitReached
     | ApprovalRequested
     | ApprovalResolved
+    | DelegationStarted
+    | DelegationFinished
     | ContextCompacted
     | MessageEvent
     | RunFinished

@@ -11,6 +11,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.sink import ToolCallSink
+from app.chat.delegation import Delegator
 from app.chat.hub import RunHub
 from app.chat.runner import RunManager
 from app.config import Settings
@@ -61,6 +62,7 @@ class Runtime:
         engines = EngineCache()
         databases = DatabaseExecutor(engines)
         mcp = McpPool(settings)
+        delegator = Delegator()
         backends = Backends(
             settings=settings,
             http=http,
@@ -69,6 +71,7 @@ class Runtime:
             mcp=mcp,
             conventions=ConventionRecall(sessionmaker),
             tool_audit=tool_audit,
+            delegation=delegator,
         )
         hub = RunHub(notify=not settings.is_sqlite)
         await hub.start(settings)
@@ -81,6 +84,7 @@ class Runtime:
             on_finished=lambda status: metrics.runs.labels(status).inc(),
             background=background,
         )
+        delegator.bind(runs)
         await runs.open()
         runtime = cls(
             settings=settings,

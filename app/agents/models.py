@@ -26,6 +26,8 @@ agent_connectors = _link("agent_connectors", "connector_id", "connectors")
 agent_databases = _link("agent_databases", "database_id", "database_connectors")
 agent_mcp_servers = _link("agent_mcp_servers", "mcp_server_id", "mcp_servers")
 agent_skills = _link("agent_skills", "skill_id", "skills")
+agent_delegates = _link("agent_delegates", "delegate_id", "agents")
+"""The agents an agent may call with `call_agent` (docs/contract.md §12)."""
 
 
 class Agent(IdMixin, TimestampMixin, Base):
@@ -37,7 +39,7 @@ class Agent(IdMixin, TimestampMixin, Base):
     model: Mapped[str | None] = mapped_column(String(128), default=None)
     model_config_json: Mapped[dict[str, Any]] = mapped_column(default=dict)
     tool_categories: Mapped[list[Any] | None] = mapped_column(default=None)
-    """Allowed kinds (builtin, skill, connector, database, mcp); null = all."""
+    """Allowed kinds (builtin, skill, connector, database, mcp, agent); null = all."""
 
     connectors: Mapped[list[Connector]] = relationship(secondary=agent_connectors, lazy="raise")
     databases: Mapped[list[DatabaseConnector]] = relationship(
@@ -45,6 +47,12 @@ class Agent(IdMixin, TimestampMixin, Base):
     )
     mcp_servers: Mapped[list[McpServer]] = relationship(secondary=agent_mcp_servers, lazy="raise")
     skills: Mapped[list[Skill]] = relationship(secondary=agent_skills, lazy="raise")
+    delegates: Mapped[list[Agent]] = relationship(
+        secondary=agent_delegates,
+        primaryjoin=lambda: Agent.id == agent_delegates.c.agent_id,
+        secondaryjoin=lambda: Agent.id == agent_delegates.c.delegate_id,
+        lazy="raise",
+    )
 
     @property
     def connector_ids(self) -> list[uuid.UUID]:
@@ -61,3 +69,7 @@ class Agent(IdMixin, TimestampMixin, Base):
     @property
     def skill_ids(self) -> list[uuid.UUID]:
         return [s.id for s in self.skills]
+
+    @property
+    def delegate_ids(self) -> list[uuid.UUID]:
+        return [d.id for d in self.delegates]

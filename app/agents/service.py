@@ -21,6 +21,7 @@ _LINKS: dict[str, tuple[str, type[RepositoryBase[Any]]]] = {
     "database_ids": ("databases", DatabaseRepository),
     "mcp_server_ids": ("mcp_servers", McpServerRepository),
     "skill_ids": ("skills", SkillRepository),
+    "delegate_ids": ("delegates", AgentRepository),
 }
 
 
@@ -41,6 +42,8 @@ class AgentService(CrudService[Agent]):
             missing = [str(i) for i in ids if i not in found]
             if missing:
                 raise Invalid(f"{field}: unknown id(s) {', '.join(missing)}")
+            if field == "delegate_ids" and agent.id in found:
+                raise Invalid(f"{field}: an agent may not delegate to itself")
             by_id = {row.id: row for row in rows}
             setattr(agent, attr, [by_id[i] for i in ids])
 
@@ -52,6 +55,7 @@ class AgentService(CrudService[Agent]):
             databases=[],
             mcp_servers=[],
             skills=[],
+            delegates=[],
         )
         await self._resolve_links(session, agent, data.model_dump(include=set(_LINKS)))
         await self.save(session, agent)

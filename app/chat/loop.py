@@ -24,6 +24,7 @@ from app.chat.tool_phase import ToolPhase
 from app.config import Settings
 from app.events import (
     ContextCompacted,
+    DelegationFinished,
     ErrorInfo,
     MessageEvent,
     ModelDelta,
@@ -294,6 +295,8 @@ class ReactRun:
                         self.new_messages.extend(out.new_messages)
                         step = out.next_step
                     else:
+                        if isinstance(out, DelegationFinished):  # a child run's tokens
+                            self.usage = self.usage + Usage.from_dict(out.usage)
                         yield out
             match step:
                 case FinalAnswer(content=content):

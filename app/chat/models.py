@@ -54,7 +54,8 @@ class Message(IdMixin, Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-RUNNING_FILTER = text("status = 'running'")
+RUNNING_FILTER = text("status = 'running' AND parent_run_id IS NULL")
+"""A delegation's child run shares its parent's conversation while both run."""
 
 
 class Run(IdMixin, TimestampMixin, Base):
@@ -91,6 +92,10 @@ class Run(IdMixin, TimestampMixin, Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     worker_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
     """The gateway process executing the run (see `Worker`)."""
+    parent_run_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("runs.id", ondelete="CASCADE"), index=True, default=None
+    )
+    """The run whose `call_agent` started this one (a delegation); null for top-level runs."""
 
 
 class RunEventRecord(Base):

@@ -41,6 +41,7 @@ def _run_read(run: Run, terminal: dict[str, Any] | None) -> RunRead:
         cancel_requested=run.cancel_requested,
         api_key_id=run.api_key_id,
         user=run.user,
+        parent_run_id=run.parent_run_id,
     )
 
 

@@ -26,7 +26,11 @@ class RunRepository(RepositoryBase[Run]):
     model = Run
 
     async def running_in_conversation(self, conversation_id: uuid.UUID) -> Run | None:
-        stmt = select(Run).where(Run.conversation_id == conversation_id, Run.status == RUNNING)
+        stmt = select(Run).where(
+            Run.conversation_id == conversation_id,
+            Run.status == RUNNING,
+            Run.parent_run_id.is_(None),
+        )
         return (await self.session.execute(stmt.limit(1))).scalar_one_or_none()
 
     async def events_after(self, run_id: uuid.UUID, seq: int) -> list[RunEventRecord]:

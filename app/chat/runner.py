@@ -355,13 +355,25 @@ class RunManager:
         active.task = asyncio.create_task(self._execute(active, inp), name=f"run-{run.id}")
         return active, queue
 
+    def adopt(self, active: ActiveRun, inp: RunInput, *, keep_messages: bool = True) -> None:
+        """Execute a run whose row the caller stored and claimed (a delegation's child run,
+        `chat/delegation.py`); `keep_messages=False` keeps its messages out of the
+        conversation (they stay in its journal)."""
+        self.active[active.run_id] = active
+        self._claimed.discard(active.run_id)
+        active.task = asyncio.create_task(
+            self._execute(active, inp, keep_messages=keep_messages), name=f"run-{active.run_id}"
+        )
+
     def _llm(self) -> LlmClient:
         assert self.llm is not None, "start() refuses runs without an LLM"
         return self.llm
 
     # --- execute -------------------------------------------------------------------------
 
-    async def _execute(self, active: ActiveRun, inp: RunInput) -> None:
+    async def _execute(
+        self, active: ActiveRun, inp: RunInput, *, keep_messages: bool = True
+    ) -> None:
         journal = JournalWriter(run_id=active.run_id, batcher=self.journal)
         deps = RunDeps(
             settings=self.settings,
@@ -410,7 +422,10 @@ class RunManager:
         try:
             try:
                 active.publish(
-                    await journal.write(terminal, also=self._settler(active, run, terminal))
+                    await journal.write(
+                        terminal,
+                        also=self._settler(active, run, terminal, messages=keep_messages),
+                    )
                 )
             except Exception as exc:
                 logger.exception("could not persist the end of run %s", active.run_id)

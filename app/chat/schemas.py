@@ -72,6 +72,8 @@ class RunRead(ReadSchema):
     cancel_requested: bool
     api_key_id: uuid.UUID | None
     user: str | None
+    parent_run_id: uuid.UUID | None = None
+    """The run whose `call_agent` started this one (a delegation)."""
     pending_approvals: list[ApprovalRead] = Field(default_factory=list)
     """Calls waiting for a person (filled by `GET /api/v1/runs/{id}`)."""
 

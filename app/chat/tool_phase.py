@@ -90,12 +90,12 @@ class ToolPhase:
         return step_id_for(name, args, tool.kind, target=tool.target)
 
     async def _call(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        tool = self.toolset.full_tools().get(name)
+        timeout_s = tool.timeout_s if tool is not None and tool.timeout_s else self.timeout_s
         try:
-            return await asyncio.wait_for(self.toolset.call(name, args, ctx), self.timeout_s)
+            return await asyncio.wait_for(self.toolset.call(name, args, ctx), timeout_s)
         except TimeoutError:
-            return ToolResult.fail(
-                f"Tool {name!r} timed out after {self.timeout_s:g}s", retryable=True
-            )
+            return ToolResult.fail(f"Tool {name!r} timed out after {timeout_s:g}s", retryable=True)
 
     async def _gated(
         self,
@@ -108,8 +108,9 @@ class ToolPhase:
         executor that answered `needs_approval`, after it), then run it approved once."""
         tool = self.toolset.full_tools().get(call.name)
         reason = glob_reason(self.approval, call.name, tool.kind if tool else "", args, step)
+        ctx = dataclasses.replace(self.ctx, emit=emit)
         if reason is None:
-            result = await self._call(call.name, args, self.ctx)
+            result = await self._call(call.name, args, ctx)
             if result.approval is None:
                 return result
             reason, step = result.approval, result.step or step
@@ -151,7 +152,7 @@ class ToolPhase:
         )
         if not decision.approved:
             return ToolResult.fail(decision.observation(timeout_s), step=step)
-        result = await self._call(call.name, args, dataclasses.replace(self.ctx, approved=True))
+        result = await self._call(call.name, args, dataclasses.replace(ctx, approved=True))
         return result if result.step else dataclasses.replace(result, step=step)
 
     async def _run_one(

@@ -148,6 +148,15 @@ class Usage:
         }
 
     @classmethod
+    def from_dict(cls, data: dict[str, int]) -> Usage:
+        """The inverse of `to_dict` (missing counts are zero)."""
+        return cls(
+            prompt_tokens=data.get("prompt_tokens", 0),
+            completion_tokens=data.get("completion_tokens", 0),
+            total_tokens=data.get("total_tokens", 0),
+        )
+
+    @classmethod
     def from_openai(cls, data: dict[str, Any] | None) -> Usage:
         if not data:
             return cls()

@@ -11,9 +11,11 @@ See docs/architecture.md, rule "compose, do not branch".
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from app.events import RunEvent
 
 JsonSchema = dict[str, Any]
 
@@ -29,6 +31,8 @@ class ToolDef:
     """Resource kind: builtin | skill | connector | database | mcp | meta."""
     target: str = ""
     """Progress-tracker step id prefix, e.g. `connector:jira/create_issue`."""
+    timeout_s: float | None = None
+    """Overrides the run's per-call timeout (a delegation runs a whole child run)."""
 
     def to_openai(self) -> dict[str, Any]:
         return {
@@ -91,6 +95,9 @@ class CallContext:
     user: str | None = None
     approved: bool = False
     """A person approved this very call: an executor that asks for approval runs it."""
+    emit: Callable[[RunEvent], None] | None = field(default=None, repr=False, compare=False)
+    """Reports events of the call into its run's stream (a delegation's start and end);
+    none outside a run's tool phase."""
 
 
 class Toolset(abc.ABC):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from app.agents.backend import DelegationBackend
 from app.audit.sink import ToolAuditBackend
 from app.config import Settings
 from app.connectors.backend import ConnectorBackend
@@ -29,3 +30,5 @@ class Backends:
     conventions: ConventionBackend
     tool_audit: ToolAuditBackend | None = None
     """The audit of every tool call a run makes."""
+    delegation: DelegationBackend | None = None
+    """Runs `call_agent` as a child run (none: the tool answers that it cannot run here)."""

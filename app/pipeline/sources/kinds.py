@@ -17,6 +17,7 @@ from app.config import SkillMode, ToolMode
 from app.pipeline.mode import ResolvedModes
 from app.pipeline.sources import legacy
 from app.pipeline.sources.backends import Backends
+from app.pipeline.sources.delegates import call_agent_toolset
 from app.pipeline.sources.meta_connector import connector_meta_toolset
 from app.pipeline.sources.meta_database import database_meta_toolset
 from app.pipeline.sources.meta_mcp import mcp_meta_toolset
@@ -65,6 +66,8 @@ class Source:
     legacy: Callable[[Rows, Backends | None, NameAllocator], Toolset | None] = _no_tools
     prompt: Callable[[Rows, bool, str], str] = _no_prompt
     """The kind's prompt section; the flag says whether the mode is progressive."""
+    pin: bool = True
+    """Runtime selection keeps the meta-tool whatever the query (false: ranked like any tool)."""
 
     def part(
         self,
@@ -83,7 +86,8 @@ class Source:
             toolset = self.legacy(rows, backends, names or NameAllocator())
             return KindPart(toolset=toolset, prompt=prompt)
         toolset = self.meta(rows, backends, query)
-        return KindPart(toolset=toolset, prompt=prompt, pinned=frozenset(toolset.list_tools()))
+        pinned = frozenset(toolset.list_tools()) if self.pin else frozenset()
+        return KindPart(toolset=toolset, prompt=prompt, pinned=pinned)
 
 
 def _skills_prompt(rows: Rows, progressive: bool, query: str) -> str:
@@ -114,6 +118,15 @@ MCP_SERVERS = Source(
     meta=lambda rows, b, query: mcp_meta_toolset(rows, _backends(b).mcp, query),
     legacy=lambda rows, b, names: legacy.mcp_tools_legacy(rows, _backends(b).mcp, names),
 )
+DELEGATES = Source(
+    kind="agent",
+    meta_name="call_agent",
+    rows=lambda agent: agent.delegates,
+    mode=lambda modes: ToolMode.PROGRESSIVE,
+    meta=call_agent_toolset,
+    pin=False,
+)
+"""One tool, `call_agent`, in every mode; selected and profiled like any tool."""
 SKILLS = Source(
     kind="skill",
     meta_name="read_skill",
@@ -124,9 +137,10 @@ SKILLS = Source(
 )
 """Progressive: stubs in the prompt + `read_skill`. Inline: full content, no tool."""
 
-SOURCES: tuple[Source, ...] = (CONNECTORS, DATABASES, MCP_SERVERS, SKILLS)
+SOURCES: tuple[Source, ...] = (CONNECTORS, DATABASES, MCP_SERVERS, DELEGATES, SKILLS)
 
 step_connectors = CONNECTORS.part
 step_databases = DATABASES.part
 step_mcp = MCP_SERVERS.part
+step_delegates = DELEGATES.part
 step_skills = SKILLS.part
