@@ -10,12 +10,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.approvals.repository import ApprovalRepository, aware
 from app.approvals.schemas import ApprovalDecide, ApprovalRead
 from app.chat.hub import CHANNEL, RunHub
+from app.chat.models import Run
 from app.chat.repository import RunRepository
 from app.db.base import utcnow
 from app.errors import Conflict, NotFound
 from app.kit.pagination import PageParams
 from app.kit.schemas import Page
 from app.tenancy.principal import Principal
+
+_MAX_CHAIN = 8
+"""More than the delegation depth: a bound on the walk up the parents."""
 
 
 def decider(principal: Principal) -> str:
@@ -34,11 +38,18 @@ async def decide(
     *,
     notify: bool,
 ) -> ApprovalRead:
-    run = principal.owned(await RunRepository(session).get(run_id), "run", run_id)
+    runs = RunRepository(session)
+    run = principal.owned(await runs.get(run_id), "run", run_id)
     repo = ApprovalRepository(session)
     approval = await repo.get(approval_id)
-    if approval is None or approval.run_id != run.id:
+    if approval is None:
         raise NotFound(f"approval {str(approval_id)!r} not found")
+    if approval.run_id != run.id:
+        # A delegation's approval shows in its parent's stream: decided at either run id.
+        child = await runs.get(approval.run_id)
+        if child is None or run.id not in await _ancestors(runs, child):
+            raise NotFound(f"approval {str(approval_id)!r} not found")
+        run = child
     if approval.status != "pending":
         raise Conflict(f"approval {str(approval_id)!r} is already {approval.status}")
     if aware(approval.expires_at) <= utcnow():
@@ -58,6 +69,17 @@ async def decide(
     hub.wake(approval_id)
     await session.refresh(approval)
     return ApprovalRead.model_validate(approval)
+
+
+async def _ancestors(runs: RunRepository, run: Run) -> set[uuid.UUID]:
+    """The runs whose delegations (at most `MAX_DEPTH` deep) led to `run`."""
+    found: set[uuid.UUID] = set()
+    parent_id = run.parent_run_id
+    while parent_id is not None and parent_id not in found and len(found) < _MAX_CHAIN:
+        found.add(parent_id)
+        parent = await runs.get(parent_id)
+        parent_id = parent.parent_run_id if parent is not None else None
+    return found
 
 
 async def pending_of_run(session: AsyncSession, run_id: uuid.UUID) -> list[ApprovalRead]:

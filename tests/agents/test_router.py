@@ -15,7 +15,7 @@ from tests.fixtures.crud import (
 )
 
 PATH = "/api/v1/agents"
-LINK_FIELDS = ("connector_ids", "database_ids", "mcp_server_ids", "skill_ids")
+LINK_FIELDS = ("connector_ids", "database_ids", "mcp_server_ids", "skill_ids", "delegate_ids")
 
 
 def agent(name: str = "helper", **extra: Any) -> dict[str, Any]:
@@ -36,11 +36,13 @@ async def make_resources(client: httpx.AsyncClient, suffix: str = "a") -> dict[s
         {"name": f"mcp_{suffix}", "transport": "streamable_http", "url": "https://mcp.test/mcp"},
     )
     skill = await create(client, "/api/v1/skills", {"name": f"skill_{suffix}", "content": "x"})
+    delegate = await create(client, PATH, agent(f"delegate_{suffix}"))
     return {
         "connector_ids": connector["id"],
         "database_ids": database["id"],
         "mcp_server_ids": server["id"],
         "skill_ids": skill["id"],
+        "delegate_ids": delegate["id"],
     }
 
 
@@ -76,9 +78,14 @@ async def test_list_is_paginated(client: httpx.AsyncClient) -> None:
 
 async def test_list_items_carry_links(client: httpx.AsyncClient) -> None:
     links = await make_resources(client)
-    await create(client, PATH, agent(skill_ids=[links["skill_ids"]]))
-    [item] = (await client.get(PATH)).json()["items"]
+    created = await create(
+        client, PATH, agent(skill_ids=[links["skill_ids"]], delegate_ids=[links["delegate_ids"]])
+    )
+    items = {i["id"]: i for i in (await client.get(PATH)).json()["items"]}
+    assert set(items) == {created["id"], links["delegate_ids"]}
+    item = items[created["id"]]
     assert item["skill_ids"] == [links["skill_ids"]]
+    assert item["delegate_ids"] == [links["delegate_ids"]]
 
 
 async def test_patch_changes_only_sent_fields(client: httpx.AsyncClient) -> None:
@@ -225,9 +232,27 @@ async def test_deleting_a_linked_resource_removes_the_link(client: httpx.AsyncCl
         "database_ids": "/api/v1/databases",
         "mcp_server_ids": "/api/v1/mcp-servers",
         "skill_ids": "/api/v1/skills",
+        "delegate_ids": PATH,
     }
     for field, rid in links.items():
         assert (await client.delete(f"{paths[field]}/{rid}")).status_code == 204
         fetched = (await client.get(f"{PATH}/{created['id']}")).json()
         assert fetched[field] == [], field
     assert all(fetched[f] == [] for f in LINK_FIELDS)
+
+
+async def test_an_agent_may_not_delegate_to_itself(client: httpx.AsyncClient) -> None:
+    created = await create(client, PATH, agent("hub"))
+    item = f"{PATH}/{created['id']}"
+    await check_patch_rejected(
+        client, item, {"delegate_ids": [created["id"]]}, mentions=["delegate_ids", "itself"]
+    )
+    other = await create(client, PATH, agent("worker"))
+    resp = await client.patch(item, json={"delegate_ids": [other["id"]]})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["delegate_ids"] == [other["id"]]
+    # Each may name the other: a cycle is refused when a run would follow it, not on write.
+    back = await client.patch(f"{PATH}/{other['id']}", json={"delegate_ids": [created["id"]]})
+    assert back.status_code == 200, back.text
+    assert (await client.delete(item)).status_code == 204
+    assert (await client.get(f"{PATH}/{other['id']}")).json()["delegate_ids"] == []
