@@ -276,7 +276,8 @@ async def test_cycles_and_depth_are_refused_as_tool_errors(
     b_events = await replay(live, child_b)
     assert [s["status"] for s in of_kind(b_events, "delegation_finished")] == ["completed"]
     refused = [r for r in of_kind(b_events, "tool_result") if not r["ok"]]
-    assert len(refused) == 1 and "cycle" in refused[0]["error"]
+    assert len(refused) == 1
+    assert "cycle" in refused[0]["error"]
     child_c = of_kind(b_events, "delegation_started")[0]["child_run_id"]
     c_events = await replay(live, child_c)
     child_d = of_kind(c_events, "delegation_started")[0]["child_run_id"]
