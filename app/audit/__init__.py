@@ -1,1 +1,1 @@
-"""The audit of every tool call of every kind (connector, database, mcp, skill, builtin)."""
+"""The audit of every tool call of every kind (connector, database, mcp, skill, agent, builtin)."""

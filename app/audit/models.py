@@ -20,7 +20,7 @@ class ToolCall(IdMixin, Base):
     user: Mapped[str | None] = mapped_column(String(256), default=None)
     agent_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
     kind: Mapped[str] = mapped_column(String(16), index=True)
-    """connector | database | mcp | skill | builtin."""
+    """connector | database | mcp | skill | agent (`call_agent`) | builtin."""
     name: Mapped[str] = mapped_column(String(128), index=True)
     """The tool name the model called."""
     target: Mapped[str | None] = mapped_column(String(256), default=None)

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from app.config import Settings
 from app.main import create_app
 from tests.chat.conftest import CreateAgent, unique
-from tests.chat.test_tenancy import KeyClient, assert_not_found, key_client
+from tests.chat.test_tenancy import KeyClient, _tool_calls, assert_not_found, key_client
 from tests.fixtures.live import SseEvent, SseReader, read_sse, serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 
@@ -228,6 +228,11 @@ async def test_the_hub_sees_only_the_delegates_final_answer(
     assert read["status"] == "completed"
     assert read["conversation_id"] == events[0].data["conversation_id"]
     assert (await live.get(f"/api/v1/runs/{run_id}")).json()["parent_run_id"] is None
+    # The audit: call_agent in the parent (kind agent), the connector call in the child.
+    [audited] = await _tool_calls(live, run_id, expect=1)
+    assert (audited["name"], audited["kind"], audited["ok"]) == ("call_agent", "agent", True)
+    [child_call] = await _tool_calls(live, child_run, expect=1)
+    assert (child_call["name"], child_call["kind"]) == ("connector", "connector")
     # The conversation keeps the hub's messages only.
     conversation = (await live.get(f"/api/v1/conversations/{read['conversation_id']}")).json()
     assert "CHILD-SECRET-PROMPT" not in json.dumps(conversation)
