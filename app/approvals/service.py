@@ -83,7 +83,11 @@ async def _ancestors(runs: RunRepository, run: Run) -> set[uuid.UUID]:
 
 
 async def pending_of_run(session: AsyncSession, run_id: uuid.UUID) -> list[ApprovalRead]:
-    rows = await ApprovalRepository(session).pending_of_run(run_id)
+    """The run's pending approvals, then those of its running delegations (child runs)."""
+    repo = ApprovalRepository(session)
+    rows = await repo.pending_of_run(run_id)
+    for child in await RunRepository(session).running_descendants(run_id, depth=_MAX_CHAIN):
+        rows += await repo.pending_of_run(child)
     return [ApprovalRead.model_validate(row) for row in rows]
 
 

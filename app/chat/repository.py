@@ -33,6 +33,18 @@ class RunRepository(RepositoryBase[Run]):
         )
         return (await self.session.execute(stmt.limit(1))).scalar_one_or_none()
 
+    async def running_descendants(self, run_id: uuid.UUID, *, depth: int) -> list[uuid.UUID]:
+        """Ids of the running child runs below `run_id` (delegations), `depth` levels deep."""
+        found: list[uuid.UUID] = []
+        level = [run_id]
+        for _ in range(depth):
+            stmt = select(Run.id).where(Run.parent_run_id.in_(level), Run.status == RUNNING)
+            level = list((await self.session.execute(stmt)).scalars())
+            if not level:
+                break
+            found += level
+        return found
+
     async def events_after(self, run_id: uuid.UUID, seq: int) -> list[RunEventRecord]:
         stmt = (
             select(RunEventRecord)

@@ -350,6 +350,8 @@ async def test_an_approval_in_the_child_surfaces_in_the_parent_stream(
         approval_id = asked.data["approval_id"]
         pending = (await live.get(f"/api/v1/runs/{child_run}")).json()["pending_approvals"]
         assert [p["id"] for p in pending] == [approval_id]
+        shown = (await live.get(f"/api/v1/runs/{run_id}")).json()["pending_approvals"]
+        assert [(p["id"], p["run_id"]) for p in shown] == [(approval_id, child_run)]
         # Decided at the parent's run id: the id the parent stream's client knows.
         decided = await live.post(
             f"/api/v1/runs/{run_id}/approvals/{approval_id}", json={"decision": "approve"}
