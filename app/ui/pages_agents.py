@@ -80,6 +80,11 @@ async def agent_detail(
         "database_ids": (await database_service.list(session, limit=LIST_ALL, offset=0))[0],
         "mcp_server_ids": (await mcp_server_service.list(session, limit=LIST_ALL, offset=0))[0],
         "skill_ids": (await skill_service.list(session, limit=LIST_ALL, offset=0))[0],
+        "delegate_ids": [
+            other
+            for other in (await agent_service.list(session, limit=LIST_ALL, offset=0))[0]
+            if other.id != agent.id
+        ],
     }
     return page(
         request,
@@ -103,6 +108,7 @@ async def link_resources(
     database_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
     mcp_server_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
     skill_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
+    delegate_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
 ) -> Response:
     console.check_csrf(csrf_token)
     path = f"/ui/agents/{agent_id}"
@@ -111,6 +117,7 @@ async def link_resources(
         database_ids=database_ids or [],
         mcp_server_ids=mcp_server_ids or [],
         skill_ids=skill_ids or [],
+        delegate_ids=delegate_ids or [],
     )
     try:
         await agent_service.update(session, agent_id, update)

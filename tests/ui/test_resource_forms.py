@@ -88,3 +88,22 @@ async def test_db_introspect_then_hide_a_table(
     assert tables["secrets"]["hidden"] is True
     assert tables["customers"]["hidden"] is False
     assert "Show secrets" in (await ui.get("/ui/resources")).text
+
+
+async def test_the_agent_page_links_delegates_but_not_the_agent_itself(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    ui, api = clients
+    hub = (await api.post("/api/v1/agents", json={"name": "hub"})).json()
+    worker = (await api.post("/api/v1/agents", json={"name": "worker"})).json()
+    before = await ui.get(f"/ui/agents/{hub['id']}")
+    assert 'data-testid="link-worker"' in before.text
+    assert 'data-testid="link-hub"' not in before.text
+    done = await ui.post(
+        f"/ui/agents/{hub['id']}/links",
+        data={"csrf_token": page_token(before), "delegate_ids": [worker["id"]]},
+    )
+    assert (await outcome(ui, done))[0] == "notice"
+    assert (await api.get(f"/api/v1/agents/{hub['id']}")).json()["delegate_ids"] == [worker["id"]]
+    after = await ui.get(f"/ui/agents/{hub['id']}")
+    assert "call_agent" in after.text, "the preview shows the tool"
