@@ -352,6 +352,12 @@ async def test_an_approval_in_the_child_surfaces_in_the_parent_stream(
         assert [p["id"] for p in pending] == [approval_id]
         shown = (await live.get(f"/api/v1/runs/{run_id}")).json()["pending_approvals"]
         assert [(p["id"], p["run_id"]) for p in shown] == [(approval_id, child_run)]
+        # The child's own stream, followed live while it waits.
+        async with live.stream("GET", f"/api/v1/runs/{child_run}/events") as child_resp:
+            child_seen: list[SseEvent] = []
+            waiting = await until(SseReader(child_resp), "approval_requested", child_seen)
+        assert waiting.data == asked.data
+        assert child_seen[0].data["run_id"] == child_run
         # Decided at the parent's run id: the id the parent stream's client knows.
         decided = await live.post(
             f"/api/v1/runs/{run_id}/approvals/{approval_id}", json={"decision": "approve"}
