@@ -93,6 +93,9 @@ class Delegator:
         emit: Emit = ctx.emit or _ignore
         try:
             manager.adopt(active, inp, keep_messages=False)
+            # The lineage lives as long as the child runs, not as long as the caller waits.
+            assert active.task is not None
+            active.task.add_done_callback(lambda _task: self._lineage.pop(child_id, None))
             emit(DelegationStarted(child_run_id=child_id, agent=delegate.name))
             outcome = _Outcome()
             timeout_s = manager.settings.delegation_timeout_s
@@ -120,7 +123,8 @@ class Delegator:
             return _result(delegate.name, outcome)
         finally:
             active.unsubscribe(queue)
-            self._lineage.pop(child_id, None)
+            if active.task is None:
+                self._lineage.pop(child_id, None)
 
     @staticmethod
     def _check(lineage: Lineage, delegate: Agent) -> None:
