@@ -405,3 +405,33 @@ async def test_a_child_run_belongs_to_the_parents_key(
     [result] = of_kind(events, "tool_result")
     assert result["ok"] is False
     assert "not available to this API key" in result["error"]
+
+
+async def test_cancelling_only_the_child_lets_the_parent_go_on(
+    live: httpx.AsyncClient, scripted_llm: ScriptedLLM, create_agent: CreateAgent
+) -> None:
+    child = await create_agent(description="slow")
+    hub = await create_agent(delegate_ids=[child["id"]])
+    scripted_llm.script(
+        delegate("p1", child["name"], "take your time"),
+        Turn(text="late", delay_s=8),
+        Turn(text="carried on without it"),
+    )
+    seen: list[SseEvent] = []
+    async with live.stream(
+        "POST", "/api/v1/chat", json={"agent_id": hub["id"], "message": "go"}
+    ) as resp:
+        reader = SseReader(resp)
+        started = await until(reader, "delegation_started", seen)
+        await asyncio.sleep(0.3)
+        child_run = started.data["child_run_id"]
+        cancelled = await live.post(f"/api/v1/runs/{child_run}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        seen += await asyncio.wait_for(reader.read(), 20)
+
+    assert [f["status"] for f in of_kind(seen, "delegation_finished")] == ["cancelled"]
+    [result] = of_kind(seen, "tool_result")
+    assert result["error"] == f"Agent {child['name']!r} ended without an answer (cancelled)"
+    assert seen[-1].event == "run_finished"
+    assert seen[-1].data["status"] == "completed"
+    assert of_kind(seen, "message") == [{"content": "carried on without it"}]
