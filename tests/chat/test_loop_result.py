@@ -13,7 +13,7 @@ from app.agents.models import Agent
 from app.chat.loop import ReactRun, RunDeps, RunInput, RunResult
 from app.events import RunFailed, RunFinished
 from app.llm.client import LlmClient
-from app.llm.types import ChatMessage, Completion, TextDelta
+from app.llm.types import Completion, TextDelta
 from app.pipeline.mode import RunConfig, run_config
 from app.pipeline.sources.backends import Backends
 from tests.fixtures.catalog import full_agent
@@ -31,13 +31,8 @@ SEARCH = {
 class BrokenLlm(LlmClient):
     """A client with a bug: its stream fails with an error the loop does not expect."""
 
-    async def stream_chat(
-        self,
-        messages: list[ChatMessage],
-        *,
-        tools: list[dict[str, Any]] | None,
-        model: str | None = None,
-        temperature: float | None = None,
+    async def stream_chat(  # type: ignore[override]
+        self, *args: Any, **kwargs: Any
     ) -> AsyncGenerator[TextDelta | Completion, None]:
         raise RuntimeError("boom")
         yield  # pragma: no cover - makes this an async generator

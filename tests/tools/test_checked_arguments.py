@@ -4,12 +4,25 @@ refused in both modes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.config import ToolMode
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.sources.backends import Backends
 from app.tools.validation import CheckedArguments
 from tests.fixtures.catalog import full_agent
 from tests.fixtures.pipeline import Recorders, ctx, make_settings
+
+
+def execute(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The connector meta-tool's arguments to run jira's `search_issues`."""
+    return {
+        "subcommand": "execute",
+        "connector": "jira",
+        "action": "search_issues",
+        "parameters": parameters,
+    }
+
 
 UNKNOWN = "limt: unknown parameter (did you mean 'limit'?); valid: jql, limit"
 
@@ -18,13 +31,7 @@ async def test_meta_tool_hands_the_backend_checked_arguments(
     backends: Backends, rec: Recorders
 ) -> None:
     toolset = await assemble_toolset(full_agent(), make_settings(), backends, "")
-    args = {
-        "subcommand": "execute",
-        "connector": "jira",
-        "action": "search_issues",
-        "parameters": {"jql": "x", "limit": 2},
-    }
-    assert (await toolset.call("connector", args, ctx())).ok
+    assert (await toolset.call("connector", execute({"jql": "x", "limit": 2}), ctx())).ok
     [(_, _, sent)] = rec.connectors.calls
     assert isinstance(sent, CheckedArguments)
     assert sent == {"jql": "x", "limit": 2}
@@ -34,13 +41,7 @@ async def test_meta_tool_refuses_a_name_the_action_does_not_list(
     backends: Backends, rec: Recorders
 ) -> None:
     toolset = await assemble_toolset(full_agent(), make_settings(), backends, "")
-    args = {
-        "subcommand": "execute",
-        "connector": "jira",
-        "action": "search_issues",
-        "parameters": {"jql": "x", "limt": 2},
-    }
-    result = await toolset.call("connector", args, ctx())
+    result = await toolset.call("connector", execute({"jql": "x", "limt": 2}), ctx())
     assert result.error == f"Invalid arguments for 'connector': parameters.{UNKNOWN}"
     assert rec.connectors.calls == []
 
