@@ -67,6 +67,7 @@ REPLY = " ".join(f"word{i}" for i in range(REPLY_WORDS))
 MESSAGE = "Summarise the status of the deploy."
 LEVEL_TIMEOUT_S = 300.0
 LITELLM_ENV = "QUIVER_BENCH_LITELLM"
+LITELLM_KEY = "sk-quiver-bench-0123456789abcdef0123456789abcdef"
 LITELLM_VENV = Path("/work/venv-litellm/bin/litellm")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -164,6 +165,7 @@ async def litellm(llm: Llm, exe: str) -> AsyncIterator[Target]:
         "LITELLM_TELEMETRY": "False",
         "LITELLM_MODE": "PRODUCTION",
         "DISABLE_SCHEMA_UPDATE": "true",
+        "LITELLM_MASTER_KEY": LITELLM_KEY,  # it refuses to start without one
     }
     log = (tmp / "litellm.log").open("wb")
     proc = subprocess.Popen(  # noqa: ASYNC220 - start-up only, returns at once
@@ -172,7 +174,14 @@ async def litellm(llm: Llm, exe: str) -> AsyncIterator[Target]:
     try:
         base = f"http://127.0.0.1:{port}"
         await _wait_http(f"{base}/health/liveliness", proc, timeout_s=240)
-        yield Target("LiteLLM", proc.pid, base, "/v1/chat/completions", body=openai_body())
+        yield Target(
+            "LiteLLM",
+            proc.pid,
+            base,
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {LITELLM_KEY}"},
+            body=openai_body(),
+        )
     finally:
         await asyncio.to_thread(_stop, proc)
         log.close()

@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _RETRY_STATUSES = frozenset({408, 409, 429})
+_KEEPALIVE = 500
+"""Idle connections kept to the model endpoint (its own pool; tool traffic has another)."""
 
 __all__ = ["LlmClient", "LlmError"]
 
@@ -302,7 +304,13 @@ class LlmClient:
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient()
+            # Its own pool, sized for bursts: a connection per concurrent call, kept for the
+            # next one (a pool that closes them again reconnects on every call under load).
+            self._http = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=_KEEPALIVE),
+                follow_redirects=False,
+                trust_env=False,
+            )
         return self._http
 
     def _status_error(self, response: httpx.Response) -> LlmError:
