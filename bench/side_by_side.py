@@ -4,7 +4,9 @@ Every gateway runs in its own process on 127.0.0.1, in front of one scripted LLM
 `REPLY_WORDS` words, `TOKEN_DELAY_S` apart), driven by the same client (this process):
 - B1: a minimal FastAPI relay of the model stream (`bench.baselines --mode b1`);
 - B2: B1 + a batched asyncpg journal, every event stored before it is sent (`--mode b2`);
-- Quiver: `quiver serve` on a throwaway Postgres database (`bench.servers.gateway`);
+- Quiver: `quiver serve` on a throwaway Postgres database (`bench.servers.gateway`), at most
+  30 database connections (`QUIVER_ENV`); `--compare PATH` adds another checkout's Quiver
+  (e.g. a worktree of main) as one more column, measured the same way;
 - LiteLLM: its proxy (`litellm --config …`), when installed: the executable named by
   `$QUIVER_BENCH_LITELLM`, else `litellm` on PATH, else /work/venv-litellm/bin/litellm (it is
   not a dependency of Quiver; install it into a separate venv). Otherwise "not installed".
@@ -66,6 +68,8 @@ REPLY_WORDS = 24
 REPLY = " ".join(f"word{i}" for i in range(REPLY_WORDS))
 MESSAGE = "Summarise the status of the deploy."
 LEVEL_TIMEOUT_S = 300.0
+QUIVER_ENV = {"QUIVER_DB_POOL_SIZE": "20", "QUIVER_DB_MAX_OVERFLOW": "10"}
+"""At most 30 connections per Quiver: two of them plus B2 fit the shared server's default 100."""
 LITELLM_ENV = "QUIVER_BENCH_LITELLM"
 LITELLM_KEY = "sk-quiver-bench-0123456789abcdef0123456789abcdef"
 LITELLM_VENV = Path("/work/venv-litellm/bin/litellm")
@@ -300,7 +304,9 @@ async def _warm(client: httpx.AsyncClient, target: Target) -> None:
 async def _quiver(
     stack: contextlib.AsyncExitStack, llm: Llm, name: str, root: Path | None = None
 ) -> Target:
-    gw = await stack.enter_async_context(gateway(llm.base_url, database="postgres", root=root))
+    gw = await stack.enter_async_context(
+        gateway(llm.base_url, database="postgres", root=root, extra_env=QUIVER_ENV)
+    )
     agent_id = await gw.create_agent()
     return Target(
         name,
