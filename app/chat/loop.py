@@ -242,9 +242,10 @@ class ReactRun:
                 await closer()
 
     async def _guarded(self, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+        guard = self._watch.guard
         while True:
             try:
-                yield await self._guard(anext(stream))
+                yield await guard(anext(stream))
             except StopAsyncIteration:
                 return
 
