@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
             "connectors",
             "conventions",
             "databases",
+            "knowledge",
             "mcp",
             "skills",
             "tenancy",
