@@ -1,7 +1,8 @@
 """The per-request tool pipeline (docs/contract.md §4.1): eight small steps, each tested on its own.
 
-1 built-ins (and `knowledge` over the agent's knowledge bases) · 2 category filter · 3-6 one step per kind of stored source (connectors,
-databases, MCP servers, skills; `sources/kinds.py`) · 7 tool profile · 8 runtime selection.
+1 built-ins, plus `knowledge` over the agent's knowledge bases · 2 category filter · 3-6 one
+step per kind of stored source (connectors, databases, MCP servers, skills; `sources/kinds.py`)
+· 7 tool profile · 8 runtime selection.
 Each kind gives one meta-tool in progressive mode or its legacy tools; every step composes
 toolsets (docs/architecture.md, rule "compose, do not branch") instead of editing them.
 """
