@@ -50,7 +50,9 @@ class KnowledgeBaseService(CrudService[KnowledgeBase]):
         if data.name is not None:
             await self.ensure_name_free(session, data.name, current=id)
         self.apply(base, data)
-        return await self.save(session, base)
+        await self.save(session, base)
+        await session.refresh(base, ["document_count"])  # a flush expires the count
+        return base
 
     # --- documents ------------------------------------------------------------------------
 
