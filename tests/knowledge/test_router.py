@@ -186,7 +186,7 @@ async def test_bad_documents_are_4xx_and_store_nothing(client: httpx.AsyncClient
             {"files": {"file": ("x.txt", b"hi", "text/plain")}, "data": {"format": "pdf"}},
             422,
             "format",
-        ),  # fmt: skip
+        ),
         ({"data": {"name": "no file"}, "files": {"other": ("a", b"b")}}, 422, "other"),
         ({"json": {"name": "empty", "text": "  \n\n "}}, 422, "text"),
         ({"json": {"name": "", "text": "hello"}}, 422, "name"),
