@@ -68,7 +68,6 @@ class ChunkIndex:
     ) -> None:
         self.chunks = list(chunks)
         self.lexical_weight = lexical_weight
-        self._kb = np.array([c.knowledge_base_id.int for c in chunks], dtype=object)
         fields = [
             (tokenize(f"{c.document.rsplit('.', 1)[0]} {c.heading}"), tokenize(c.text))
             for c in chunks
@@ -95,14 +94,8 @@ class ChunkIndex:
                 covered[posting[0]] += idf
         return covered / total if total > 0 else covered
 
-    def search(
-        self,
-        query: str,
-        *,
-        limit: int,
-        knowledge_base_ids: frozenset[uuid.UUID] | None = None,
-    ) -> list[Hit]:
-        """The best `limit` chunks, best first (only those of `knowledge_base_ids` if given)."""
+    def search(self, query: str, *, limit: int) -> list[Hit]:
+        """The best `limit` chunks, best first."""
         n = len(self.chunks)
         if n == 0 or not query.strip():
             return []
@@ -115,11 +108,5 @@ class ChunkIndex:
         similarity = (self._matrix @ vector).astype(np.float64)
         order_by = fuse(lexical, similarity, lexical_weight=self.lexical_weight)
         absolute = 0.5 * np.clip(similarity, 0.0, 1.0) + 0.5 * self._coverage(tokens)
-        candidates = np.arange(n)
-        if knowledge_base_ids is not None:
-            wanted = {i.int for i in knowledge_base_ids}
-            candidates = np.array([i for i in range(n) if self._kb[i] in wanted], dtype=np.intp)
-        if candidates.size == 0:
-            return []
-        ranked = candidates[np.lexsort((candidates, -order_by[candidates]))][:limit]
+        ranked = np.lexsort((np.arange(n), -order_by))[:limit]
         return [Hit(chunk=self.chunks[i], score=round(float(absolute[i]), 3)) for i in ranked]

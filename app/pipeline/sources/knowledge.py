@@ -9,7 +9,8 @@ of returning noise. See docs/contract.md §12.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.knowledge.backend import KnowledgeBackend
@@ -53,7 +54,7 @@ def description(bases: Sequence[KnowledgeBase]) -> str:
     return "\n".join(lines)
 
 
-def render_hits(hits: Sequence[Hit], names: dict[Any, str]) -> str:
+def render_hits(hits: Sequence[Hit], names: Mapping[uuid.UUID, str]) -> str:
     blocks = []
     for rank, hit in enumerate(hits, start=1):
         chunk = hit.chunk
