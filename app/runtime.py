@@ -19,6 +19,7 @@ from app.connectors.execute import ConnectorExecutor
 from app.conventions.backend import ConventionRecall
 from app.databases.engines import EngineCache
 from app.databases.query import DatabaseExecutor
+from app.knowledge.backend import KnowledgeSearch
 from app.llm.client import LlmClient
 from app.mcp.pool import McpPool
 from app.mcp.repository import McpServerRepository
@@ -69,6 +70,7 @@ class Runtime:
             mcp=mcp,
             conventions=ConventionRecall(sessionmaker),
             tool_audit=tool_audit,
+            knowledge=KnowledgeSearch(sessionmaker),
         )
         hub = RunHub(notify=not settings.is_sqlite)
         await hub.start(settings)

@@ -30,6 +30,7 @@ MODULES = (
     "pipeline",
     "token_kinds",
     "selection",
+    "knowledge",
     "chat_overhead",
     "connector_overhead",
     "sql_safety",

@@ -275,10 +275,21 @@ def side_by_side(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def knowledge(r: dict[str, Any]) -> list[Row]:
+    hybrid = r["hybrid"]
+    return [
+        _row("knowledge: recall@5 (hybrid)", hybrid["recall_at_5"], target="≥ 0.9"),
+        _row("knowledge: recall@1 (hybrid)", hybrid["recall_at_1"]),
+        _row("knowledge: off-topic answered", hybrid["off_topic_answered_rate"], le=0.1),
+        _row("knowledge: query CPU p50", hybrid["query_cpu_p50_ms"], " ms"),
+    ]
+
+
 BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "pipeline": pipeline,
     "token_kinds": token_kinds,
     "selection": selection,
+    "knowledge": knowledge,
     "chat_overhead": chat_overhead,
     "connector_overhead": connector_overhead,
     "sql_safety": sql_safety,
