@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 from typing import Any, ClassVar
@@ -26,16 +27,29 @@ from app.pipeline.ranker import (
     ScoredTool,
     schema_parameter_names,
 )
+from app.pipeline.static_model import StaticModel
 from app.pipeline.text import words
 from app.tools.base import ToolDef
 
 Matrix = npt.NDArray[np.float32]
 Vector = npt.NDArray[np.float64]
 
-LEXICAL_WEIGHT = 0.25
-EMBEDDING_WEIGHT = 0.75
-WHOLE_WEIGHT = 0.65
-CLAUSE_WEIGHT = 0.35
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """Weights of the z-normalised signals, and of the whole request against its best clause."""
+
+    lexical: float
+    wordllama: float
+    minilm: float
+    """The static model distilled from MiniLM (app/pipeline/static_model.py)."""
+    whole: float = 0.65
+    clause: float = 0.35
+
+
+FUSION = Fusion(lexical=0.25, wordllama=0.75, minilm=0.0)
+"""Tuned on the `tune` half of the selection benchmark (bench/selection.py)."""
 EMBEDDING_DIM = 256
 _MAX_CLAUSES = 6
 _MIN_CLAUSE_WORDS = 2
@@ -141,8 +155,12 @@ def _znorm(scores: Vector) -> Vector:
     return out
 
 
-def _fuse(lexical: Vector, similarity: Vector) -> Vector:
-    out: Vector = LEXICAL_WEIGHT * _znorm(lexical) + EMBEDDING_WEIGHT * _znorm(similarity)
+def _fuse(w: Fusion, lexical: Vector, wordllama: Vector | None, minilm: Vector | None) -> Vector:
+    out: Vector = w.lexical * _znorm(lexical)
+    if wordllama is not None:
+        out += w.wordllama * _znorm(wordllama)
+    if minilm is not None:
+        out += w.minilm * _znorm(minilm)
     return out
 
 
@@ -150,6 +168,7 @@ class HybridRanker:
     """Rank a fixed set of tools against free-text requests; build once, query many times."""
 
     abstain_threshold: float
+    fusion: ClassVar[Fusion] = FUSION
 
     def __init__(
         self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
@@ -157,7 +176,13 @@ class HybridRanker:
         self.abstain_threshold = abstain_threshold
         self._names = [t.name for t in tools]
         self.lexical = LexicalRanker(tools, abstain_threshold=abstain_threshold)
-        self._matrix = _Embedder.embed([tool_text(t) for t in tools])
+        texts = [tool_text(t) for t in tools]
+        self._matrix = _Embedder.embed(texts) if self.fusion.wordllama else None
+        self._static = StaticModel.shared() if self.fusion.minilm else None
+        if self._static is not None:
+            ids = [self._static.ids(t) for t in texts]
+            self._idf = self._static.idf_weights(ids)
+            self._minilm: Matrix = self._static.embed_ids(ids, self._idf)
 
     def __len__(self) -> int:
         return len(self._names)
@@ -167,16 +192,34 @@ class HybridRanker:
         lexical = self.lexical.score_array(query)
         if not self._names or not query.strip():
             return lexical, lexical
+        w = self.fusion
         clauses = split_clauses(query)
-        vectors = _Embedder.embed_few([query, *clauses])
-        similarity = (self._matrix @ vectors.T).astype(np.float64)
-        fused = _fuse(lexical, similarity[:, 0])
+        texts = [query, *clauses]
+        wordllama: Vector | None = None
+        if self._matrix is not None:
+            wordllama = (self._matrix @ _Embedder.embed_few(texts).T).astype(np.float64)
+        minilm: Vector | None = None
+        if self._static is not None:
+            qvec = self._static.embed_ids([self._static.ids(t) for t in texts], self._idf)
+            minilm = (self._minilm @ qvec.T).astype(np.float64)
+
+        def column(m: Vector | None, i: int) -> Vector | None:
+            return None if m is None else m[:, i]
+
+        fused = _fuse(w, lexical, column(wordllama, 0), column(minilm, 0))
         if clauses:
-            best = _fuse(self.lexical.score_array(clauses[0]), similarity[:, 1])
-            for i, clause in enumerate(clauses[1:], start=2):
-                part = _fuse(self.lexical.score_array(clause), similarity[:, i])
-                np.maximum(best, part, out=best)
-            fused = WHOLE_WEIGHT * fused + CLAUSE_WEIGHT * best
+            best: Vector | None = None
+            for i, clause in enumerate(clauses, start=1):
+                part = _fuse(
+                    w,
+                    # Names the request spells out already count in the whole request's score.
+                    self.lexical.score_array(clause, names=False),
+                    column(wordllama, i),
+                    column(minilm, i),
+                )
+                best = part if best is None else np.maximum(best, part)
+            if best is not None:
+                fused = w.whole * fused + w.clause * best
         return fused, lexical
 
     def scores(self, query: str) -> list[float]:

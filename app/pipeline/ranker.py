@@ -226,14 +226,17 @@ class LexicalRanker:
         """Score per tool, in input order (0.0 = no evidence)."""
         return [float(x) for x in self.score_array(query)]
 
-    def score_array(self, query: str) -> npt.NDArray[np.float64]:
-        """`scores` as a numpy vector (one vectorised add per query term)."""
+    def score_array(self, query: str, *, names: bool = True) -> npt.NDArray[np.float64]:
+        """`scores` as a numpy vector (one vectorised add per query term).
+
+        `names=False` leaves out the bonus for tools the request names (the fuzzy part).
+        """
         scores = np.zeros(len(self._names), dtype=np.float64)
         for term, qw in self._query_terms(query).items():
             posting = self._postings.get(term)
             if posting is not None:
                 scores[posting[0]] += qw * posting[1]  # a term lists each tool at most once
-        mentions = self._matcher.mentions(query)
+        mentions = self._matcher.mentions(query) if names else None
         if mentions:
             # Scaled to the best lexical score so a named tool outranks merely similar ones.
             unit = float(scores.max()) + 1.0
