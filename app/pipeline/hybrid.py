@@ -136,6 +136,19 @@ def _unit_rows(vectors: Matrix) -> Matrix:
     return out
 
 
+def clause_spans(query: str, clauses: Sequence[str]) -> list[tuple[int, int]] | None:
+    """Where each clause sits in the request (None if one cannot be found verbatim)."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for clause in clauses:
+        at = query.find(clause, pos)
+        if at < 0:
+            return None
+        spans.append((at, at + len(clause)))
+        pos = at + len(clause)
+    return spans
+
+
 def split_clauses(query: str) -> list[str]:
     """The request's clauses (`. ; , and / then`), only those of at least two words."""
     parts = [_LEADING_JOINER.sub("", p.strip()) for p in _CLAUSE_SPLIT.split(query) if p.strip()]
@@ -200,11 +213,19 @@ class HybridRanker:
         texts = [query, *clauses]
         wordllama: Vector | None = None
         if self._matrix is not None:
+            # WordLlama encodes each clause on its own (sliced from the request, a clause's first
+            # word would get a different, mid-sentence token).
             wordllama = (self._matrix @ _Embedder.embed_few(texts).T).astype(np.float64)
         minilm: Vector | None = None
         if self._static is not None:
-            qvec = self._static.embed_ids([self._static.ids(t) for t in texts], self._idf)
-            minilm = (self._minilm @ qvec.T).astype(np.float64)
+            # WordPiece splits at spaces and punctuation, so a clause's tokens are exactly the
+            # request's tokens inside its span: one encode serves the request and its clauses.
+            static = self._static
+            spans = clause_spans(query, clauses)
+            ids = (
+                [static.ids(t) for t in texts] if spans is None else static.ids_spans(query, spans)
+            )
+            minilm = (self._minilm @ static.embed_ids(ids, self._idf).T).astype(np.float64)
 
         def column(m: Vector | None, i: int) -> Vector | None:
             return None if m is None else m[:, i]

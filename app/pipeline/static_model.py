@@ -79,6 +79,22 @@ class StaticModel:
         kept: Ids = raw[~self._skip[raw]] if raw.size else raw
         return kept
 
+    def ids_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> list[Ids]:
+        """Token ids of the text, then of each character span of it, from a single encode."""
+        end = max((b for _, b in spans), default=0)
+        enc = self._tokenizer.encode(text[: max(_MAX_TEXT_CHARS, end)])
+        raw = np.asarray(enc.ids, dtype=np.int64)
+        if not raw.size:
+            return [raw] * (1 + len(spans))
+        keep = ~self._skip[raw]
+        bounds = np.asarray(enc.offsets, dtype=np.int64)
+        # Each text is cut at the same length as `ids` cuts it when encoded on its own.
+        out = [raw[keep & (bounds[:, 1] <= _MAX_TEXT_CHARS)]]
+        for a, b in spans:
+            b = min(b, a + _MAX_TEXT_CHARS)
+            out.append(raw[keep & (bounds[:, 0] >= a) & (bounds[:, 1] <= b)])
+        return out
+
     def idf_weights(self, documents: Sequence[Ids]) -> npt.NDArray[np.float32]:
         """Per-token weight from the documents' frequencies (BM25's idf; unseen tokens get
         the highest weight, as a rare word would)."""

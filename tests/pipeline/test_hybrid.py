@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app.config import SelectionStrategy
-from app.pipeline.hybrid import HybridRanker, split_clauses
+from app.pipeline.hybrid import HybridRanker, clause_spans, split_clauses
 from app.pipeline.ranker import LexicalRanker
 from app.pipeline.selection import select_tools
 from app.pipeline.static_model import MODEL_PATH, StaticModel
@@ -129,3 +129,17 @@ def test_static_model_weights_rare_tokens_higher() -> None:
     assert model.ids("\U0001f916").size == 0  # unknown tokens carry no meaning
     empty = model.embed_ids([model.ids("")], weights)
     assert not empty.any()
+
+
+def test_clause_tokens_are_sliced_from_one_encode() -> None:
+    """The request is tokenised once; each clause's tokens equal those of encoding it alone."""
+    model = StaticModel.shared()
+    query = "Check the weather in Oslo, then book a flight and translate it to Spanish."
+    clauses = split_clauses(query)
+    spans = clause_spans(query, clauses)
+    assert spans is not None
+    sliced = model.ids_spans(query, spans)
+    alone = [model.ids(t) for t in (query, *clauses)]
+    assert len(sliced) == len(alone) == 4
+    assert all(np.array_equal(a, b) for a, b in zip(sliced, alone, strict=True))
+    assert clause_spans("one two", ["three"]) is None
