@@ -24,9 +24,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from app.kit.lru import Lru
 from app.pipeline.hybrid import Fusion, HybridRanker
 from app.pipeline.ranker import LexicalRanker, ScoredTool
 from app.tools.base import ToolDef
@@ -39,14 +38,12 @@ class WordLlamaHybrid(HybridRanker):
     """The previous hybrid: lexical + WordLlama only (for comparison)."""
 
     fusion = Fusion(lexical=0.25, wordllama=0.75, minilm=0.0)
-    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], HybridRanker]] = Lru(2)
 
 
 class MiniLmHybrid(HybridRanker):
     """Lexical + the distilled MiniLM static model only (for comparison)."""
 
     fusion = Fusion(lexical=0.25, wordllama=0.0, minilm=0.75)
-    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], HybridRanker]] = Lru(2)
 
 
 Ranker = LexicalRanker | HybridRanker

@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from app.kit.lru import Lru
 from app.pipeline.ranker import (
     DEFAULT_ABSTAIN_THRESHOLD,
+    CachedRanker,
     LexicalRanker,
     ScoredTool,
     schema_parameter_names,
@@ -64,7 +64,6 @@ _LEADING_JOINER = re.compile(r"^(?:and then|and|then|also|plus)\s+", re.IGNORECA
 _DESCRIPTION_CHARS = 400
 _MAX_TEXT_CHARS = 2000
 _BATCH = 256
-_CACHE_SIZE = 8
 
 
 class _Embedder:
@@ -180,17 +179,15 @@ def _fuse(w: Fusion, lexical: Vector, wordllama: Vector | None, minilm: Vector |
     return out
 
 
-class HybridRanker:
-    """Rank a fixed set of tools against free-text requests; build once, query many times."""
+class HybridRanker(CachedRanker):
+    """Rank a fixed set of tools against free-text requests: lexical and embedding scores fused."""
 
-    abstain_threshold: float
     fusion: ClassVar[Fusion] = FUSION
 
     def __init__(
         self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
     ) -> None:
-        self.abstain_threshold = abstain_threshold
-        self._names = [t.name for t in tools]
+        super().__init__(tools, abstain_threshold=abstain_threshold)
         self.lexical = LexicalRanker(tools, abstain_threshold=abstain_threshold)
         texts = [tool_text(t) for t in tools]
         self._matrix = _Embedder.embed(texts) if self.fusion.wordllama else None
@@ -199,9 +196,6 @@ class HybridRanker:
             ids = [self._static.ids(t) for t in texts]
             self._idf = self._static.idf_weights(ids)
             self._minilm: Matrix = self._static.embed_ids(ids, self._idf)
-
-    def __len__(self) -> int:
-        return len(self._names)
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
         """(fused score per tool, lexical score per tool), in input order."""
@@ -271,15 +265,3 @@ class HybridRanker:
         """True when nothing looks relevant (by the lexical evidence of the ranked tools)."""
         limit = self.abstain_threshold if threshold is None else threshold
         return not scored or max(s.score for s in scored) < limit
-
-    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], HybridRanker]] = Lru(_CACHE_SIZE)
-
-    @classmethod
-    def cached(cls, tools: Sequence[ToolDef]) -> HybridRanker:
-        """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
-        key = tuple((t.name, t.description) for t in tools)
-        return cls._cache.get_or_build(key, lambda: cls(tools))
-
-    @classmethod
-    def cache_clear(cls) -> None:
-        cls._cache.clear()
