@@ -12,7 +12,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import re
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -115,22 +114,25 @@ class _NameMatcher:
     def __init__(self, names: Sequence[str]) -> None:
         self.phrases = [" ".join(words(n)) for n in names]
         self.sizes = [len(set(p.split())) for p in self.phrases]
-        self.by_word: dict[str, list[int]] = {}
+        self._sizes = np.asarray(self.sizes, dtype=np.int32)
+        by_word: dict[str, list[int]] = {}
         for i, phrase in enumerate(self.phrases):
             for w in set(phrase.split()):
-                self.by_word.setdefault(w, []).append(i)
+                by_word.setdefault(w, []).append(i)
+        self.by_word = {w: np.asarray(ids, dtype=np.intp) for w, ids in by_word.items()}
 
     def mentions(self, query: str) -> dict[int, float]:
         """Tool index -> similarity (0-100) for names mentioned in the request."""
         qwords = words(query)
         qphrase = " ".join(qwords)
         found: dict[int, float] = {}
-        shared = Counter(
-            i for w in set(qwords) if w not in STOPWORDS for i in self.by_word.get(w, ())
-        )
-        for i, count in shared.items():
-            if 2 * count < self.sizes[i]:
-                continue  # fewer than half the name's words occur: not a mention
+        shared = np.zeros(len(self.phrases), dtype=np.int32)
+        for w in set(qwords):
+            ids = self.by_word.get(w)
+            if ids is not None and w not in STOPWORDS:
+                shared[ids] += 1  # a word lists each name at most once
+        # A mention needs at least half the name's words in the request.
+        for i in np.flatnonzero((shared > 0) & (2 * shared >= self._sizes)).tolist():
             phrase = self.phrases[i]
             if len(phrase) > len(qphrase):
                 sim = fuzz.ratio(phrase, qphrase)
@@ -202,10 +204,13 @@ class LexicalRanker(CachedRanker):
         """Score per tool, in input order (0.0 = no evidence)."""
         return [float(x) for x in self.score_array(query)]
 
-    def score_array(self, query: str) -> npt.NDArray[np.float64]:
-        """`scores` as a numpy vector (one vectorised add per query term)."""
+    def score_array(self, query: str, *, names: bool = True) -> npt.NDArray[np.float64]:
+        """`scores` as a numpy vector (one vectorised add per query term).
+
+        `names=False` leaves out the bonus for tools the request names (the fuzzy part).
+        """
         scores = score(self._postings, self._query_terms(query), len(self._names))
-        mentions = self._matcher.mentions(query)
+        mentions = self._matcher.mentions(query) if names else None
         if mentions:
             # Scaled to the best lexical score so a named tool outranks merely similar ones.
             unit = float(scores.max()) + 1.0
