@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,7 +28,14 @@ from app.chat.repository import RunRepository
 from app.chat.runner import RunManager
 from app.chat.steps import PhaseResult
 from app.chat.tool_phase import ToolPhase
-from app.events import RunEvent, RunFinished, RunStarted, ToolResultEvent, ToolsLoaded
+from app.events import (
+    ApprovalRequested,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    ToolResultEvent,
+    ToolsLoaded,
+)
 from app.llm.types import ChatMessage, ToolCallRequest
 from app.mcpserver.approval import NO_ELICITATION
 from app.pipeline.assemble import assemble_toolset
@@ -71,6 +79,8 @@ class McpSession:
     calls: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Events of one session are journaled in call order."""
+    unsettled: list[asyncio.Future[None]] = field(default_factory=list)
+    """Events queued for the journal and not yet committed (see `McpSessions.call`)."""
 
     def belongs_to(self, agent_id: uuid.UUID, key_id: uuid.UUID) -> bool:
         """A session is used with the agent and the key that opened it (else: not found)."""
@@ -80,6 +90,12 @@ class McpSession:
 async def assemble_for_mcp(agent: Agent, runs: RunManager) -> AssembledToolset:
     """What `GET /agents/{id}/toolset` shows with no message: no runtime (LLM) selection."""
     return await assemble_toolset(agent, runs.settings, runs.backends, "")
+
+
+def _settled(run_id: uuid.UUID, future: asyncio.Future[None]) -> None:
+    """A call's event was committed, or could not be (the run's end still is, in its place)."""
+    if not future.cancelled() and future.exception() is not None:
+        logger.warning("an event of the MCP session run %s was not stored", run_id)
 
 
 class McpSessions:
@@ -199,13 +215,26 @@ class McpSessions:
             )
             messages: list[ChatMessage] = []
             events: list[RunEvent] = []
+            queued = 0
             stored = []
             async for event in state.phase.run([call], state.calls, messages):
                 if isinstance(event, PhaseResult):
                     continue  # the observation is in `messages`
                 events.append(event)
-                stored.append(state.journal.submit(event)[2])  # queued in order, at once
-            await asyncio.gather(*stored)  # the answer goes out once its events are stored
+                if isinstance(event, ApprovalRequested):  # a wait for a person shows at once
+                    stored += [state.journal.submit(e)[2] for e in events[queued:]]
+                    queued = len(events)
+            # The call's events go to the journal together (one transaction), off the answer's
+            # path: they are queued in order behind the session's earlier events and before
+            # its `run_finished`, and storage outages are retried by the journal. A call that
+            # changed the session's tools answers once that is stored (the journal is the
+            # session's state).
+            stored += [state.journal.submit(e)[2] for e in events[queued:]]
+            if any(isinstance(e, ToolsLoaded) for e in events):
+                await asyncio.gather(*stored)
+            for future in stored:
+                future.add_done_callback(partial(_settled, state.run_id))
+            state.unsettled = [f for f in state.unsettled if not f.done()] + stored
         ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
         loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
         text = (messages[-1].content or "") if messages else ""
@@ -222,6 +251,7 @@ class McpSessions:
         """Journal `run_finished` and settle the run; release what the session held."""
         try:
             async with state.lock:
+                await asyncio.gather(*state.unsettled, return_exceptions=True)
                 event = RunFinished(
                     status="completed",
                     iterations=state.calls,
