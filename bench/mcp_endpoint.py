@@ -147,16 +147,24 @@ async def _cpu_per_call(call: Call, n: int, pid: int | None) -> float:
     return (_cpu_s(pid) - before) * 1000 / n
 
 
-async def _throughput(call: Call, concurrency: int, per_worker: int) -> float:
-    """Calls per second with `concurrency` callers each making `per_worker` calls."""
+async def _throughput(call: Call, concurrency: int, per_worker: int) -> dict[str, float]:
+    """Calls per second with `concurrency` callers each making `per_worker` calls; errors."""
+    errors = 0
 
     async def worker() -> None:
+        nonlocal errors
         for _ in range(per_worker):
-            await call()
+            try:
+                await call()
+            except Exception:
+                errors += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return concurrency * per_worker / (time.perf_counter() - started)
+    return {
+        "calls_per_s": concurrency * per_worker / (time.perf_counter() - started),
+        "errors": errors,
+    }
 
 
 async def _setup(gw: Gateway, admin: httpx.AsyncClient) -> tuple[str, str]:
@@ -236,7 +244,8 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
             "cpu_ratio": cpu[name] / cpu["direct"] if cpu["direct"] else None,
         }
         if name in rate:
-            out[name][f"calls_per_s_at_{CONCURRENCY}"] = rate[name]
+            out[name][f"calls_per_s_at_{CONCURRENCY}"] = rate[name]["calls_per_s"]
+            out[name][f"errors_at_{CONCURRENCY}"] = rate[name]["errors"]
     out["targets"] = {"admin": ADMIN_TARGET, "endpoint": ENDPOINT_TARGET}
     # Kept for the summary table of earlier results.
     out["direct_p50_ms"], out["quiver_p50_ms"] = d50, out["endpoint"]["p50_ms"]

@@ -47,6 +47,13 @@ _instructions: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "quiver_mcp_instructions", default=None
 )
 """The agent's instructions for the `initialize` answer of the session being opened."""
+_plain_json: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "quiver_mcp_plain_json", default=False
+)
+"""The session being opened answers each request with one JSON body instead of an SSE stream
+(its client cannot elicit, so nothing but the answer is ever sent on a request's stream)."""
+_PEEK_LIMIT = 65536
+"""The most of an opening request's body read ahead to see the client's capabilities."""
 
 
 KEY_RECHECK_S = 1.0
@@ -91,6 +98,12 @@ class _SessionManager(StreamableHTTPSessionManager):
         super().__init__(server, session_idle_timeout=idle_s)
         self.quiver_sessions = sessions
 
+    def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
+        transport = super()._admit_session(requestor)
+        if transport is not None and _plain_json.get():
+            transport.is_json_response_enabled = True
+        return transport
+
     async def _discard_session(
         self, session_id: str, transport: StreamableHTTPServerTransport
     ) -> None:
@@ -114,6 +127,34 @@ def _protocol_refusal() -> Response:
         },
     }
     return Response(json.dumps(body), status_code=400, media_type="application/json")
+
+
+async def _peek_capabilities(receive: Receive) -> tuple[Receive, bool]:
+    """Read the opening request's body ahead: does the client declare elicitation (or send
+    something this cannot tell)? The returned `receive` replays the body to the SDK."""
+    buffered: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        buffered.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False) or size > _PEEK_LIMIT:
+            break
+    elicits = True
+    if buffered[-1]["type"] == "http.request" and not buffered[-1].get("more_body", False):
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            body = json.loads(b"".join(m.get("body", b"") for m in buffered))
+            capabilities = body["params"]["capabilities"] if isinstance(body, dict) else None
+            if isinstance(capabilities, dict):
+                elicits = "elicitation" in capabilities
+    pending = iter(buffered)
+
+    async def replay() -> Message:
+        return next(pending, None) or await receive()
+
+    return replay, elicits
 
 
 class McpEndpoint:
@@ -212,10 +253,13 @@ class McpEndpoint:
                         bound = True
             await send(message)
 
+        receive, elicits = await _peek_capabilities(receive)
         token = _instructions.set(toolset.system_prompt or None)
+        plain = _plain_json.set(not elicits)
         try:
             await self.manager.handle_request(scope, receive, send_opening)
         finally:
+            _plain_json.reset(plain)
             _instructions.reset(token)
             if not bound:  # no session came of it: its run ends at once
                 await sessions.finish(state)
