@@ -218,7 +218,11 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
                 if result.is_error:
                     raise RuntimeError(str(result.content))
 
-            paths = {"direct": via_direct, "admin": via_admin, "endpoint": via_endpoint}
+            paths: dict[str, Call] = {
+                "direct": via_direct,
+                "admin": via_admin,
+                "endpoint": via_endpoint,
+            }
             wall = await _interleaved(paths, CALLS)
             pid = gw.proc.pid
             cpu = {
@@ -253,6 +257,23 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
     return out
 
 
+async def _hold(
+    base_url: str, token: str, opened: asyncio.Queue[bool], call: asyncio.Event
+) -> bool:
+    """One session in its own task (its client must close in the task that opened it): open
+    it, list the tools, report, wait for `call`, then call `get_current_time` once."""
+    try:
+        async with _quiver_session(base_url, token, "mcpbench") as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            opened.put_nowait(True)
+            await call.wait()
+            (tool,) = [n for n in names if n.endswith("get_current_time")]
+            return not (await client.call_tool(tool, ARGS)).is_error
+    except Exception:
+        opened.put_nowait(False)
+        return False
+
+
 async def _sessions(levels: tuple[int, ...]) -> dict[str, Any]:
     """Open N endpoint sessions at once (initialize + tools/list each) and hold them: gateway
     RSS per open session; every session must still answer a `tools/call` at the end."""
@@ -264,39 +285,32 @@ async def _sessions(levels: tuple[int, ...]) -> dict[str, Any]:
         async with _quiver_session(gw.base_url, token, "mcpbench") as warm:  # warm-up
             await warm.list_tools()
         for level in levels:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(1.0)
             before = gw.rss()
-            errors = 0
+            opened: asyncio.Queue[bool] = asyncio.Queue()
+            call = asyncio.Event()
             started = time.perf_counter()
-            async with contextlib.AsyncExitStack() as stack:
-
-                async def open_one(stack: contextlib.AsyncExitStack = stack) -> Client:
-                    client = await stack.enter_async_context(
-                        _quiver_session(gw.base_url, token, "mcpbench")
-                    )
-                    await client.list_tools()
-                    return client
-
-                clients = []
-                for _ in range(0, level, 25):  # opened in waves of 25
-                    wave = min(25, level - len(clients))
-                    clients += await asyncio.gather(*(open_one() for _ in range(wave)))
-                opened_s = time.perf_counter() - started
-                await asyncio.sleep(1.0)
-                held = gw.rss()
-                names = [t.name for t in (await clients[0].list_tools()).tools]
-                (tool,) = [n for n in names if n.endswith("get_current_time")]
-                results = await asyncio.gather(
-                    *(c.call_tool(tool, ARGS) for c in clients), return_exceptions=True
-                )
-                errors = sum(1 for r in results if isinstance(r, BaseException) or bool(r.is_error))
+            tasks: list[asyncio.Task[bool]] = []
+            for _ in range(0, level, 25):  # opened in waves of 25
+                wave = [
+                    asyncio.create_task(_hold(gw.base_url, token, opened, call))
+                    for _ in range(min(25, level - len(tasks)))
+                ]
+                tasks += wave
+                for _ in wave:
+                    await opened.get()
+            opened_s = time.perf_counter() - started
+            await asyncio.sleep(1.0)
+            held = gw.rss()
+            call.set()
+            answered = await asyncio.gather(*tasks)
             out[str(level)] = {
                 "sessions": level,
                 "open_s": opened_s,
                 "rss_before_mib": before / 2**20,
                 "rss_held_mib": held / 2**20,
                 "rss_per_session_kib": (held - before) / level / 1024,
-                "call_errors": errors,
+                "call_errors": sum(1 for ok in answered if not ok),
             }
         out["store"] = gw.database
     return out
