@@ -41,6 +41,8 @@ WARMUP = 20
 CONCURRENCY = 50
 SESSIONS = (50, 200)
 ARGS = {"timezone": "UTC"}
+FAILURES: list[str] = []
+"""What went wrong in the sessions held open (the first few go into the results)."""
 ADMIN_TARGET = 1.3
 """Admin route `POST /mcp-servers/{id}/call` p50 ≤ 1.3x a direct SDK call (1 concurrent)."""
 ENDPOINT_TARGET = 1.2
@@ -156,8 +158,9 @@ async def _throughput(call: Call, concurrency: int, per_worker: int) -> dict[str
         for _ in range(per_worker):
             try:
                 await call()
-            except Exception:
+            except Exception as exc:
                 errors += 1
+                FAILURES.append(f"{type(exc).__name__}: {exc}"[:300])
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -250,6 +253,8 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
         if name in rate:
             out[name][f"calls_per_s_at_{CONCURRENCY}"] = rate[name]["calls_per_s"]
             out[name][f"errors_at_{CONCURRENCY}"] = rate[name]["errors"]
+    out["first_errors"] = sorted(set(FAILURES))[:3]
+    FAILURES.clear()
     out["targets"] = {"admin": ADMIN_TARGET, "endpoint": ENDPOINT_TARGET}
     # Kept for the summary table of earlier results.
     out["direct_p50_ms"], out["quiver_p50_ms"] = d50, out["endpoint"]["p50_ms"]
@@ -268,8 +273,12 @@ async def _hold(
             opened.put_nowait(True)
             await call.wait()
             (tool,) = [n for n in names if n.endswith("get_current_time")]
-            return not (await client.call_tool(tool, ARGS)).is_error
-    except Exception:
+            result = await client.call_tool(tool, ARGS)
+            if result.is_error:
+                FAILURES.append(str(result.content)[:300])
+            return not result.is_error
+    except Exception as exc:
+        FAILURES.append(f"{type(exc).__name__}: {exc}"[:300])
         opened.put_nowait(False)
         return False
 
@@ -286,7 +295,7 @@ async def _sessions(levels: tuple[int, ...]) -> dict[str, Any]:
             await warm.list_tools()
         for level in levels:
             await asyncio.sleep(1.0)
-            before = gw.rss()
+            before, cpu_before = gw.rss(), _cpu_s(gw.proc.pid)
             opened: asyncio.Queue[bool] = asyncio.Queue()
             call = asyncio.Event()
             started = time.perf_counter()
@@ -300,6 +309,7 @@ async def _sessions(levels: tuple[int, ...]) -> dict[str, Any]:
                 for _ in wave:
                     await opened.get()
             opened_s = time.perf_counter() - started
+            open_cpu_s = _cpu_s(gw.proc.pid) - cpu_before
             await asyncio.sleep(1.0)
             held = gw.rss()
             call.set()
@@ -307,11 +317,14 @@ async def _sessions(levels: tuple[int, ...]) -> dict[str, Any]:
             out[str(level)] = {
                 "sessions": level,
                 "open_s": opened_s,
+                "open_cpu_ms_per_session": open_cpu_s * 1000 / level,
                 "rss_before_mib": before / 2**20,
                 "rss_held_mib": held / 2**20,
                 "rss_per_session_kib": (held - before) / level / 1024,
                 "call_errors": sum(1 for ok in answered if not ok),
+                "first_errors": sorted(set(FAILURES))[:3],
             }
+            FAILURES.clear()
         out["store"] = gw.database
     return out
 
@@ -389,6 +402,7 @@ def main() -> None:
             [
                 m["sessions"],
                 m["open_s"],
+                m["open_cpu_ms_per_session"],
                 m["rss_before_mib"],
                 m["rss_held_mib"],
                 m["rss_per_session_kib"],
@@ -397,7 +411,15 @@ def main() -> None:
             for key, m in s.items()
             if isinstance(m, dict)
         ],
-        ["sessions held", "open s", "RSS before MiB", "RSS held MiB", "KiB/session", "errors"],
+        [
+            "sessions held",
+            "open s",
+            "CPU ms/open",
+            "RSS before MiB",
+            "RSS held MiB",
+            "KiB/session",
+            "errors",
+        ],
     )
     print(json.dumps(r, indent=2))
 

@@ -238,7 +238,8 @@ def mcp_endpoint(r: dict[str, Any]) -> list[Row]:
                     f"MCP endpoint {key} sessions held: RSS per session",
                     m["rss_per_session_kib"],
                     " KiB",
-                    target=f"{m['call_errors']} call errors",
+                    target=f"{m['call_errors']} call errors; "
+                    f"{m.get('open_cpu_ms_per_session', 0):.1f} ms CPU per open",
                 )
             )
     return rows
