@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.models import Agent
 from app.approvals.gate import ApprovalGate
+from app.audit.models import ToolCall
 from app.chat.journal import JournalWriter
 from app.chat.models import Conversation, Run
 from app.chat.repository import RunRepository
@@ -90,6 +91,25 @@ class McpSession:
 async def assemble_for_mcp(agent: Agent, runs: RunManager) -> AssembledToolset:
     """What `GET /agents/{id}/toolset` shows with no message: no runtime (LLM) selection."""
     return await assemble_toolset(agent, runs.settings, runs.backends, "")
+
+
+@dataclass(eq=False)
+class _CallAudit:
+    """A session's tool-call audit rows, stored in the transaction of the call's journal events
+    (one transaction per call instead of two)."""
+
+    rows: list[ToolCall] = field(default_factory=list)
+
+    def record(self, row: ToolCall) -> None:
+        self.rows.append(row)
+
+    def take(self) -> list[ToolCall]:
+        rows, self.rows = self.rows, []
+        return rows
+
+
+async def _store_rows(rows: list[ToolCall], session: AsyncSession) -> None:
+    session.add_all(rows)
 
 
 def _settled(run_id: uuid.UUID, future: asyncio.Future[None]) -> None:
@@ -179,7 +199,7 @@ class McpSessions:
                 ctx=ctx,
                 timeout_s=settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
-                audit=self.runs.backends.tool_audit,
+                audit=_CallAudit() if self.runs.backends.tool_audit is not None else None,
                 approval=parse_agent_config(agent.model_config_json).approval,
                 no_gate_error=NO_ELICITATION,
             ),
@@ -229,7 +249,16 @@ class McpSessions:
             # its `run_finished`, and storage outages are retried by the journal. A call that
             # changed the session's tools answers once that is stored (the journal is the
             # session's state).
-            stored += [state.journal.submit(e)[2] for e in events[queued:]]
+            rows = state.phase.audit.take() if isinstance(state.phase.audit, _CallAudit) else []
+            also = partial(_store_rows, rows) if rows else None
+            last = len(events) - 1
+            stored += [
+                state.journal.submit(e, also=also if i == last else None)[2]
+                for i, e in enumerate(events[queued:], start=queued)
+            ]
+            if also is not None and queued > last:  # nothing left to carry them
+                for row in rows:
+                    self._audit(row)
             if any(isinstance(e, ToolsLoaded) for e in events):
                 await asyncio.gather(*stored)
             for future in stored:
@@ -239,6 +268,11 @@ class McpSessions:
         loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
         text = (messages[-1].content or "") if messages else ""
         return CallOutcome(text=text, ok=ok, loaded=loaded)
+
+    def _audit(self, row: ToolCall) -> None:
+        sink = self.runs.backends.tool_audit
+        if sink is not None:
+            sink.record(row)
 
     async def close(self, session_id: str) -> None:
         """End the session's run (`run_finished`), after DELETE, idle timeout or shutdown."""
@@ -268,6 +302,9 @@ class McpSessions:
         except Exception:
             logger.exception("could not finish the run %s of an MCP session", state.run_id)
         finally:
+            if isinstance(state.phase.audit, _CallAudit):  # rows of a call that broke off
+                for row in state.phase.audit.take():
+                    self._audit(row)
             self.runs.journal.release(state.run_id)
             self.runs.unclaim(state.run_id)
             with contextlib.suppress(Exception):
