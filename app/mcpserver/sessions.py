@@ -237,13 +237,18 @@ class McpSessions:
             events: list[RunEvent] = []
             queued = 0
             stored = []
-            async for event in state.phase.run([call], state.calls, messages):
-                if isinstance(event, PhaseResult):
-                    continue  # the observation is in `messages`
-                events.append(event)
-                if isinstance(event, ApprovalRequested):  # a wait for a person shows at once
-                    stored += [state.journal.submit(e)[2] for e in events[queued:]]
-                    queued = len(events)
+            try:
+                async for event in state.phase.run([call], state.calls, messages):
+                    if isinstance(event, PhaseResult):
+                        continue  # the observation is in `messages`
+                    events.append(event)
+                    if isinstance(event, ApprovalRequested):  # a wait for a person shows now
+                        stored += [state.journal.submit(e)[2] for e in events[queued:]]
+                        queued = len(events)
+            except BaseException:  # cancelled or broken off: what happened is still journaled
+                for event in events[queued:]:
+                    state.journal.submit(event)
+                raise
             # The call's events go to the journal together (one transaction), off the answer's
             # path: they are queued in order behind the session's earlier events and before
             # its `run_finished`, and storage outages are retried by the journal. A call that
