@@ -40,7 +40,6 @@ from app.events import (
 from app.llm.types import ChatMessage, ToolCallRequest
 from app.mcpserver.approval import NO_ELICITATION
 from app.pipeline.assemble import assemble_toolset
-from app.pipeline.mode import parse_agent_config
 from app.pipeline.toolset import AssembledToolset
 from app.tenancy.limits import count_run_start
 from app.tenancy.principal import Principal
@@ -200,7 +199,7 @@ class McpSessions:
                 timeout_s=settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
                 audit=_CallAudit() if self.runs.backends.tool_audit is not None else None,
-                approval=parse_agent_config(agent.model_config_json).approval,
+                approval=toolset.config.approval,
                 no_gate_error=NO_ELICITATION,
             ),
             journal=JournalWriter(run_id=run_id, batcher=self.runs.journal),
