@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import json
 import re
+import time
+import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -28,8 +32,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
+from app.agents.models import Agent
 from app.agents.repository import AgentRepository
-from app.apikeys.service import api_key_service
+from app.apikeys.service import api_key_service, hash_key
 from app.errors import QuiverError, error_body
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.sessions import Caller, McpSession, McpSessions, assemble_for_mcp
@@ -42,6 +47,31 @@ _instructions: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "quiver_mcp_instructions", default=None
 )
 """The agent's instructions for the `initialize` answer of the session being opened."""
+_plain_json: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "quiver_mcp_plain_json", default=False
+)
+"""The session being opened answers each request with one JSON body instead of an SSE stream
+(its client cannot elicit, so nothing but the answer is ever sent on a request's stream)."""
+_PEEK_LIMIT = 65536
+"""The most of an opening request's body read ahead to see the client's capabilities."""
+
+
+KEY_RECHECK_S = 1.0
+"""A bearer key is read from the database at most this often for the requests of live sessions
+(a revoked key stops working within it); opening a session always reads it."""
+_MAX_KEYS = 1024
+_NOBODY = Principal(key_id=uuid.UUID(int=0), admin=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _KnownKey:
+    """A key with chat or admin scope that the database confirmed at `checked`."""
+
+    principal: Principal
+    checked: float
+
+    def fresh(self) -> bool:
+        return time.monotonic() - self.checked <= KEY_RECHECK_S
 
 
 class _AgentServer(Server[Any]):
@@ -68,6 +98,12 @@ class _SessionManager(StreamableHTTPSessionManager):
         super().__init__(server, session_idle_timeout=idle_s)
         self.quiver_sessions = sessions
 
+    def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
+        transport = super()._admit_session(requestor)
+        if transport is not None and _plain_json.get():
+            transport.is_json_response_enabled = True
+        return transport
+
     async def _discard_session(
         self, session_id: str, transport: StreamableHTTPServerTransport
     ) -> None:
@@ -93,6 +129,34 @@ def _protocol_refusal() -> Response:
     return Response(json.dumps(body), status_code=400, media_type="application/json")
 
 
+async def _peek_capabilities(receive: Receive) -> tuple[Receive, bool]:
+    """Read the opening request's body ahead: does the client declare elicitation (or send
+    something this cannot tell)? The returned `receive` replays the body to the SDK."""
+    buffered: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        buffered.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False) or size > _PEEK_LIMIT:
+            break
+    elicits = True
+    if buffered[-1]["type"] == "http.request" and not buffered[-1].get("more_body", False):
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            body = json.loads(b"".join(m.get("body", b"") for m in buffered))
+            capabilities = body["params"]["capabilities"] if isinstance(body, dict) else None
+            if isinstance(capabilities, dict):
+                elicits = "elicitation" in capabilities
+    pending = iter(buffered)
+
+    async def replay() -> Message:
+        return next(pending, None) or await receive()
+
+    return replay, elicits
+
+
 class McpEndpoint:
     """The ASGI app mounted at `/mcp` (outside the OpenAPI schema)."""
 
@@ -106,6 +170,8 @@ class McpEndpoint:
         )
         self.sessions: McpSessions | None = None
         self.manager: _SessionManager | None = None
+        self._keys: dict[str, _KnownKey] = {}
+        """sha256 of a bearer key → what the database said about it (see `KEY_RECHECK_S`)."""
 
     @contextlib.asynccontextmanager
     async def running(self, runtime: Runtime) -> AsyncIterator[None]:
@@ -187,10 +253,13 @@ class McpEndpoint:
                         bound = True
             await send(message)
 
+        receive, elicits = await _peek_capabilities(receive)
         token = _instructions.set(toolset.system_prompt or None)
+        plain = _plain_json.set(not elicits)
         try:
             await self.manager.handle_request(scope, receive, send_opening)
         finally:
+            _plain_json.reset(plain)
             _instructions.reset(token)
             if not bound:  # no session came of it: its run ends at once
                 await sessions.finish(state)
@@ -204,24 +273,22 @@ class McpEndpoint:
             return _json_error(
                 401, "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'"
             ), None
-        runtime: Runtime = self.app.state.runtime
-        async with runtime.sessionmaker() as session:
-            key = await api_key_service.authenticate(session, token.strip())
-            if key is None:
-                return _json_error(401, "Unauthorized", "invalid or revoked API key"), None
-            if not {"admin", "chat"} & set(key.scopes):
-                return _json_error(
-                    403, "Forbidden", "this route needs an API key with scope 'chat' or 'admin'"
-                ), None
-            principal = Principal.of(key, user=request.headers.get(USER_HEADER) or None)
-            name = match.group(1) if match else ""
-            session_id = request.headers.get(MCP_SESSION_ID_HEADER)
-            state = self.sessions.get(session_id) if self.sessions and session_id else None
-            # A live session keeps the agent it was opened with: only the key is read again.
-            agent = state.agent if state is not None and state.agent.name == name else None
-            if agent is None and name:
-                agent = await AgentRepository(session).get_by(name=name)
-            await session.commit()
+        name = match.group(1) if match else ""
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER)
+        state = self.sessions.get(session_id) if self.sessions and session_id else None
+        # A live session keeps the agent it was opened with: only the key is read again.
+        agent = state.agent if state is not None and state.agent.name == name else None
+        digest = hash_key(token.strip())
+        known = self._keys.get(digest)
+        if agent is not None and known is not None and known.fresh():
+            principal = known.principal
+        else:
+            denied, principal, agent = await self._read_key(digest, token.strip(), name, agent)
+            if denied is not None:
+                return denied, None
+        user = request.headers.get(USER_HEADER) or None
+        if user != principal.user:
+            principal = dataclasses.replace(principal, user=user)
         if agent is None or not principal.may_use(agent.id):
             return _json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")
@@ -230,6 +297,34 @@ class McpEndpoint:
         if state is not None and not state.belongs_to(agent.id, principal.key_id):
             return _json_error(404, "NotFound", "MCP session not found"), None
         return None, Caller(agent=agent, principal=principal)
+
+    async def _read_key(
+        self, digest: str, token: str, name: str, agent: Agent | None
+    ) -> tuple[Response | None, Principal, Agent | None]:
+        """The key from the database (remembered for `KEY_RECHECK_S`), and the agent by name
+        unless the session already has it."""
+        runtime: Runtime = self.app.state.runtime
+        async with runtime.sessionmaker() as session:
+            key = await api_key_service.authenticate(session, token)
+            if key is None:
+                self._keys.pop(digest, None)
+                return _json_error(401, "Unauthorized", "invalid or revoked API key"), _NOBODY, None
+            if not {"admin", "chat"} & set(key.scopes):
+                return (
+                    _json_error(
+                        403, "Forbidden", "this route needs an API key with scope 'chat' or 'admin'"
+                    ),
+                    _NOBODY,
+                    None,
+                )
+            principal = Principal.of(key)
+            if agent is None and name:
+                agent = await AgentRepository(session).get_by(name=name)
+            await session.commit()
+        if len(self._keys) >= _MAX_KEYS:
+            self._keys = {k: v for k, v in self._keys.items() if v.fresh()}
+        self._keys[digest] = _KnownKey(principal=principal, checked=time.monotonic())
+        return None, principal, agent
 
     # --- MCP handlers --------------------------------------------------------------------
 

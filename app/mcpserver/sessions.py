@@ -15,19 +15,28 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.models import Agent
 from app.approvals.gate import ApprovalGate
+from app.audit.models import ToolCall
 from app.chat.journal import JournalWriter
 from app.chat.models import Conversation, Run
 from app.chat.repository import RunRepository
 from app.chat.runner import RunManager
 from app.chat.steps import PhaseResult
 from app.chat.tool_phase import ToolPhase
-from app.events import RunEvent, RunFinished, RunStarted, ToolResultEvent, ToolsLoaded
+from app.events import (
+    ApprovalRequested,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    ToolResultEvent,
+    ToolsLoaded,
+)
 from app.llm.types import ChatMessage, ToolCallRequest
 from app.mcpserver.approval import NO_ELICITATION
 from app.pipeline.assemble import assemble_toolset
@@ -70,6 +79,8 @@ class McpSession:
     calls: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Events of one session are journaled in call order."""
+    unsettled: list[asyncio.Future[None]] = field(default_factory=list)
+    """Events queued for the journal and not yet committed (see `McpSessions.call`)."""
 
     def belongs_to(self, agent_id: uuid.UUID, key_id: uuid.UUID) -> bool:
         """A session is used with the agent and the key that opened it (else: not found)."""
@@ -79,6 +90,31 @@ class McpSession:
 async def assemble_for_mcp(agent: Agent, runs: RunManager) -> AssembledToolset:
     """What `GET /agents/{id}/toolset` shows with no message: no runtime (LLM) selection."""
     return await assemble_toolset(agent, runs.settings, runs.backends, "")
+
+
+@dataclass(eq=False)
+class _CallAudit:
+    """A session's tool-call audit rows, stored in the transaction of the call's journal events
+    (one transaction per call instead of two)."""
+
+    rows: list[ToolCall] = field(default_factory=list)
+
+    def record(self, row: ToolCall) -> None:
+        self.rows.append(row)
+
+    def take(self) -> list[ToolCall]:
+        rows, self.rows = self.rows, []
+        return rows
+
+
+async def _store_rows(rows: list[ToolCall], session: AsyncSession) -> None:
+    session.add_all(rows)
+
+
+def _settled(run_id: uuid.UUID, future: asyncio.Future[None]) -> None:
+    """A call's event was committed, or could not be (the run's end still is, in its place)."""
+    if not future.cancelled() and future.exception() is not None:
+        logger.warning("an event of the MCP session run %s was not stored", run_id)
 
 
 class McpSessions:
@@ -162,7 +198,7 @@ class McpSessions:
                 ctx=ctx,
                 timeout_s=settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
-                audit=self.runs.backends.tool_audit,
+                audit=_CallAudit() if self.runs.backends.tool_audit is not None else None,
                 approval=toolset.config.approval,
                 no_gate_error=NO_ELICITATION,
             ),
@@ -198,17 +234,49 @@ class McpSessions:
             )
             messages: list[ChatMessage] = []
             events: list[RunEvent] = []
+            queued = 0
             stored = []
-            async for event in state.phase.run([call], state.calls, messages):
-                if isinstance(event, PhaseResult):
-                    continue  # the observation is in `messages`
-                events.append(event)
-                stored.append(state.journal.submit(event)[2])  # queued in order, at once
-            await asyncio.gather(*stored)  # the answer goes out once its events are stored
+            try:
+                async for event in state.phase.run([call], state.calls, messages):
+                    if isinstance(event, PhaseResult):
+                        continue  # the observation is in `messages`
+                    events.append(event)
+                    if isinstance(event, ApprovalRequested):  # a wait for a person shows now
+                        stored += [state.journal.submit(e)[2] for e in events[queued:]]
+                        queued = len(events)
+            except BaseException:  # cancelled or broken off: what happened is still journaled
+                for event in events[queued:]:
+                    state.journal.submit(event)
+                raise
+            # The call's events go to the journal together (one transaction), off the answer's
+            # path: they are queued in order behind the session's earlier events and before
+            # its `run_finished`, and storage outages are retried by the journal. A call that
+            # changed the session's tools answers once that is stored (the journal is the
+            # session's state).
+            rows = state.phase.audit.take() if isinstance(state.phase.audit, _CallAudit) else []
+            also = partial(_store_rows, rows) if rows else None
+            last = len(events) - 1
+            stored += [
+                state.journal.submit(e, also=also if i == last else None)[2]
+                for i, e in enumerate(events[queued:], start=queued)
+            ]
+            if also is not None and queued > last:  # nothing left to carry them
+                for row in rows:
+                    self._audit(row)
+            if any(isinstance(e, ToolsLoaded) for e in events):
+                await asyncio.gather(*stored)
+            for future in stored:
+                future.add_done_callback(partial(_settled, state.run_id))
+            state.unsettled = [f for f in state.unsettled if not f.done()] + stored
         ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
         loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
         text = (messages[-1].content or "") if messages else ""
         return CallOutcome(text=text, ok=ok, loaded=loaded)
+
+    def _audit(self, row: ToolCall) -> None:
+        sink = self.runs.backends.tool_audit
+        if sink is not None:
+            sink.record(row)
 
     async def close(self, session_id: str) -> None:
         """End the session's run (`run_finished`), after DELETE, idle timeout or shutdown."""
@@ -221,6 +289,7 @@ class McpSessions:
         """Journal `run_finished` and settle the run; release what the session held."""
         try:
             async with state.lock:
+                await asyncio.gather(*state.unsettled, return_exceptions=True)
                 event = RunFinished(
                     status="completed",
                     iterations=state.calls,
@@ -237,6 +306,9 @@ class McpSessions:
         except Exception:
             logger.exception("could not finish the run %s of an MCP session", state.run_id)
         finally:
+            if isinstance(state.phase.audit, _CallAudit):  # rows of a call that broke off
+                for row in state.phase.audit.take():
+                    self._audit(row)
             self.runs.journal.release(state.run_id)
             self.runs.unclaim(state.run_id)
             with contextlib.suppress(Exception):
