@@ -411,7 +411,11 @@ class McpEndpoint:
             state, params.name, dict(params.arguments or {}), gate=gate
         )
         if outcome.loaded:
-            await ctx.session.send_tool_list_changed()
+            # On this call's own response stream: it reaches the client whichever worker
+            # serves the call (a GET stream may be held by another one, or none).
+            await ctx.session.send_notification(
+                types.ToolListChangedNotification(), related_request_id=ctx.request_id
+            )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.text)],
             is_error=not outcome.ok,
