@@ -406,7 +406,11 @@ class McpEndpoint:
     ) -> types.CallToolResult:
         state = await self._session(ctx)
         assert self.sessions is not None
-        gate = ElicitationGate(ctx.session) if supports_elicitation(ctx.session) else None
+        gate = (
+            ElicitationGate(ctx.session, related_request_id=ctx.request_id)
+            if supports_elicitation(ctx.session)
+            else None
+        )
         outcome = await self.sessions.call(
             state, params.name, dict(params.arguments or {}), gate=gate
         )
