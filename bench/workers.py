@@ -61,7 +61,7 @@ from bench.servers import (
 )
 from tests.fixtures.database import create_database, drop_database
 
-CONCURRENCY = 100
+CONCURRENCY = 50
 ROUNDS = 3
 WORKERS = (1, 2)
 _TICK = os.sysconf("SC_CLK_TCK")
