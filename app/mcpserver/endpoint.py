@@ -271,7 +271,8 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self.manager is None:  # starting or stopping
+        manager = self.manager
+        if manager is None:  # starting or stopping
             unavailable = _json_error(503, "Unavailable", "the MCP endpoint is not running")
             await unavailable(scope, receive, send)
             return
@@ -288,15 +289,19 @@ class McpEndpoint:
             if scope["method"] == "DELETE":
                 # The run is finished before the client hears back.
                 await self.sessions.close(session_id)
-            elif not self.manager.holds(session_id):
+                if not manager.holds(session_id):  # opened or served elsewhere: done
+                    ended = Response(status_code=200, headers={MCP_SESSION_ID_HEADER: session_id})
+                    await ended(scope, receive, send)
+                    return
+            elif not manager.holds(session_id):
                 parsed = parse_session_id(session_id)
                 assert parsed is not None  # admitted
                 version = headers.get("mcp-protocol-version")
-                await self.manager.resume(session_id, version, parsed[1])
-            await self.manager.handle_request(scope, receive, send)
+                await manager.resume(session_id, version, parsed[1])
+            await manager.handle_request(scope, receive, send)
             return
         if scope["method"] != "POST":  # only a POST opens a session
-            await self.manager.handle_request(scope, receive, send)
+            await manager.handle_request(scope, receive, send)
             return
         await self._open(caller, scope, receive, send)
 

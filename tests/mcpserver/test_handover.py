@@ -155,3 +155,34 @@ async def test_a_session_no_worker_holds_ends_once_idle_not_as_lost(
             await asyncio.sleep(0.05)
     assert run.status == "completed"
     assert [e.kind for e in events] == ["run_started", "run_finished"]
+
+
+async def test_a_session_ends_with_delete_on_a_worker_that_never_served_it(
+    committing_settings: Settings, db: async_sessionmaker[AsyncSession]
+) -> None:
+    async with (
+        serve_app(create_app(committing_settings)) as one,
+        serve_app(create_app(committing_settings)) as two,
+        httpx.AsyncClient(headers=AUTH, timeout=30) as http,
+    ):
+        agent = await post_agent(http, one)
+        opened = await http.post(f"{one}/mcp/agents/{agent}", json=INITIALIZE, headers=MCP_HEADERS)
+        assert opened.status_code == 200, opened.text
+        session_id = opened.headers["mcp-session-id"]
+        session = MCP_HEADERS | {"Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-06-18"}
+        ended = await http.delete(f"{two}/mcp/agents/{agent}", headers=session)
+        assert ended.status_code == 200, ended.text
+        run, events = await run_and_events(db, uuid.UUID(hex=session_id[:32]))
+        assert run.status == "completed"
+        assert [e.kind for e in events] == ["run_started", "run_finished"]
+        for url in (one, two):  # gone everywhere
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            gone = await http.post(f"{url}/mcp/agents/{agent}", json=listing, headers=session)
+            assert gone.status_code == 404
+
+
+async def post_agent(http: httpx.AsyncClient, url: str) -> str:
+    created = await http.post(f"{url}/api/v1/agents", json={"name": unique("ended")})
+    assert created.status_code == 201, created.text
+    name: str = created.json()["name"]
+    return name
