@@ -120,6 +120,10 @@ def message_row(message: ChatMessage) -> dict[str, Any]:
     }
 
 
+RESUMABLE_KINDS = frozenset({"mcp_session"})
+"""Runs another worker can take over (sessions of the MCP endpoint): never closed as lost."""
+
+
 class RunManager:
     def __init__(
         self,
@@ -221,10 +225,11 @@ class RunManager:
             if run.cancel_requested:  # in case the cancel notification was missed
                 self._cancel_local(run.id)
         for run in lost:
-            resumable = self.resumable.get(run.kind)
-            if resumable is not None:
-                try:
-                    await resumable(run)
+            if run.kind in RESUMABLE_KINDS:
+                resumable = self.resumable.get(run.kind)
+                try:  # not registered yet (starting up): left for a later sweep
+                    if resumable is not None:
+                        await resumable(run)
                 except Exception:
                     logger.exception("could not sweep the %s run %s", run.kind, run.id)
                 continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,8 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.chat.models import Run, RunEventRecord
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
+from app.db.migrate import upgrade
 from app.main import create_app
-from tests.conftest import ADMIN_TOKEN
+from tests.conftest import ADMIN_TOKEN, SECRET_KEY
 from tests.fixtures.live import serve_app
 from tests.mcpserver.test_endpoint import INITIALIZE, MCP_HEADERS, post, text, unique
 
@@ -186,3 +188,36 @@ async def post_agent(http: httpx.AsyncClient, url: str) -> str:
     assert created.status_code == 201, created.text
     name: str = created.json()["name"]
     return name
+
+
+async def test_a_session_goes_on_after_a_restart_on_sqlite(tmp_path: Path) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'quiver.db'}",
+        data_dir=tmp_path,
+        admin_token=ADMIN_TOKEN,
+        secret_keys=[SECRET_KEY],
+    )
+    await asyncio.to_thread(upgrade, settings)
+    async with (
+        serve_app(create_app(settings)) as before,
+        httpx.AsyncClient(base_url=before, headers=AUTH, timeout=30) as http,
+    ):
+        agent = await post_agent(http, before)
+        opened = await http.post(f"/mcp/agents/{agent}", json=INITIALIZE, headers=MCP_HEADERS)
+        assert opened.status_code == 200, opened.text
+        session_id = opened.headers["mcp-session-id"]
+    session = MCP_HEADERS | {"Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-06-18"}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    async with (
+        serve_app(create_app(settings)) as after,  # the same store, a new process
+        httpx.AsyncClient(base_url=after, headers=AUTH, timeout=30) as http,
+    ):
+        await asyncio.sleep(0.5)  # its first sweeps ran: the session was not closed as lost
+        listed = await http.post(f"/mcp/agents/{agent}", json=listing, headers=session)
+        assert listed.status_code == 200, listed.text
+        assert '"tools"' in listed.text
+        ended = await http.delete(f"/mcp/agents/{agent}", headers=session)
+        assert ended.status_code == 200
+        runs = (await http.get("/api/v1/runs")).json()
+        (run,) = [r for r in runs["items"] if r["id"].replace("-", "") == session_id[:32]]
+        assert (run["kind"], run["status"]) == ("mcp_session", "completed")
