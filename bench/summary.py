@@ -275,10 +275,35 @@ def workers(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def side_by_side(r: dict[str, Any]) -> list[Row]:
+    rows = [
+        [f"side by side: {t['target']}", t["value"], "", "pass" if t["pass"] else "miss"]
+        for t in r["targets"]
+    ]
+    for name, levels in r["gateways"].items():
+        cpu = " / ".join(_fmt(m["cpu_ms_per_run"]) for m in levels.values())
+        rps = " / ".join(_fmt(m["runs_per_s"]) for m in levels.values())
+        rows.append(
+            [f"side by side: {name} CPU ms per run @ {'/'.join(levels)}", cpu, f"{rps} runs/s", ""]
+        )
+    return rows
+
+
+def knowledge(r: dict[str, Any]) -> list[Row]:
+    hybrid = r["hybrid"]
+    return [
+        _row("knowledge: recall@5 (hybrid)", hybrid["recall_at_5"], target="≥ 0.9"),
+        _row("knowledge: recall@1 (hybrid)", hybrid["recall_at_1"]),
+        _row("knowledge: off-topic answered", hybrid["off_topic_answered_rate"], le=0.1),
+        _row("knowledge: query CPU p50", hybrid["query_cpu_p50_ms"], " ms"),
+    ]
+
+
 BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "pipeline": pipeline,
     "token_kinds": token_kinds,
     "selection": selection,
+    "knowledge": knowledge,
     "chat_overhead": chat_overhead,
     "connector_overhead": connector_overhead,
     "sql_safety": sql_safety,
@@ -288,6 +313,7 @@ BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "llm_stream": llm_stream,
     "load": load,
     "workers": workers,
+    "side_by_side": side_by_side,
 }
 
 

@@ -21,4 +21,5 @@ class AgentRepository(RepositoryBase[Agent]):
             selectinload(Agent.databases),
             selectinload(Agent.mcp_servers),
             selectinload(Agent.skills),
+            selectinload(Agent.knowledge_bases),
         )

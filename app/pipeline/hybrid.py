@@ -12,31 +12,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
-from threading import Lock
-from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from app.kit.lru import Lru
 from app.pipeline.ranker import (
     DEFAULT_ABSTAIN_THRESHOLD,
+    CachedRanker,
     LexicalRanker,
     ScoredTool,
     schema_parameter_names,
 )
-from app.pipeline.text import words
+from app.retrieval.embedding import Embedder as _Embedder
+from app.retrieval.fusion import znorm as _znorm
+from app.retrieval.text import words
 from app.tools.base import ToolDef
 
-Matrix = npt.NDArray[np.float32]
 Vector = npt.NDArray[np.float64]
 
 LEXICAL_WEIGHT = 0.25
 EMBEDDING_WEIGHT = 0.75
 WHOLE_WEIGHT = 0.65
 CLAUSE_WEIGHT = 0.35
-EMBEDDING_DIM = 256
 _MAX_CLAUSES = 6
 _MIN_CLAUSE_WORDS = 2
 _CLAUSE_SPLIT = re.compile(
@@ -45,78 +42,6 @@ _CLAUSE_SPLIT = re.compile(
 )
 _LEADING_JOINER = re.compile(r"^(?:and then|and|then|also|plus)\s+", re.IGNORECASE)
 _DESCRIPTION_CHARS = 400
-_MAX_TEXT_CHARS = 2000
-_BATCH = 256
-_CACHE_SIZE = 8
-
-
-class _Embedder:
-    """The WordLlama model, loaded once per process from the installed package."""
-
-    _model: ClassVar[Any] = None
-    _lock: ClassVar[Lock] = Lock()
-
-    @classmethod
-    def model(cls) -> Any:
-        if cls._model is None:
-            with cls._lock:
-                if cls._model is None:
-                    import wordllama
-                    from threadpoolctl import threadpool_limits
-                    from wordllama import WordLlama
-
-                    # A (tools x 256) by (256 x few) product is memory-bound: BLAS threads
-                    # only add start-up and, on a shared machine, milliseconds of waiting.
-                    threadpool_limits(limits=1, user_api="blas")
-
-                    home = Path(wordllama.__file__).resolve().parent
-                    cls._model = WordLlama.load(
-                        dim=EMBEDDING_DIM, cache_dir=home, disable_download=True
-                    )
-        return cls._model
-
-    @classmethod
-    def embed(cls, texts: Sequence[str]) -> Matrix:
-        """Unit-length rows, one per text (zeros for a text with no known token).
-
-        Mean of each text's token vectors, text by text: the package's own batch call pads
-        a batch to its longest text, which for long tool descriptions costs 100+ MB.
-        """
-        model = cls.model()
-        table = model.embedding
-        vectors = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
-        for start in range(0, len(texts), _BATCH):
-            encoded = model.tokenizer.encode_batch(
-                [t[:_MAX_TEXT_CHARS] for t in texts[start : start + _BATCH]],
-                add_special_tokens=False,
-            )
-            for i, enc in enumerate(encoded, start=start):
-                ids = np.asarray(enc.ids, dtype=np.int64)[np.asarray(enc.attention_mask) > 0]
-                if ids.size:
-                    vectors[i] = table[np.clip(ids, 0, table.shape[0] - 1)].mean(axis=0)
-        return _unit_rows(vectors)
-
-    @classmethod
-    def embed_few(cls, texts: Sequence[str]) -> Matrix:
-        """`embed` for a handful of short texts (a request and its clauses).
-
-        Encodes one text at a time: the tokenizer's batch call starts a thread pool, which
-        costs milliseconds on a busy machine for what takes microseconds.
-        """
-        model = cls.model()
-        table = model.embedding
-        vectors = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
-        for i, text in enumerate(texts):
-            ids = model.tokenizer.encode(text, add_special_tokens=False).ids
-            if ids:
-                vectors[i] = table[np.clip(ids, 0, table.shape[0] - 1)].mean(axis=0)
-        return _unit_rows(vectors)
-
-
-def _unit_rows(vectors: Matrix) -> Matrix:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    out: Matrix = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-    return out
 
 
 def split_clauses(query: str) -> list[str]:
@@ -133,34 +58,20 @@ def tool_text(tool: ToolDef) -> str:
     return f"{name}. {tool.description[:_DESCRIPTION_CHARS]} {params}".strip()
 
 
-def _znorm(scores: Vector) -> Vector:
-    std = float(scores.std())
-    if std <= 1e-12:
-        return np.zeros_like(scores)
-    out: Vector = (scores - scores.mean()) / std
-    return out
-
-
 def _fuse(lexical: Vector, similarity: Vector) -> Vector:
     out: Vector = LEXICAL_WEIGHT * _znorm(lexical) + EMBEDDING_WEIGHT * _znorm(similarity)
     return out
 
 
-class HybridRanker:
-    """Rank a fixed set of tools against free-text requests; build once, query many times."""
-
-    abstain_threshold: float
+class HybridRanker(CachedRanker):
+    """Rank a fixed set of tools against free-text requests: lexical and embedding scores fused."""
 
     def __init__(
         self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
     ) -> None:
-        self.abstain_threshold = abstain_threshold
-        self._names = [t.name for t in tools]
+        super().__init__(tools, abstain_threshold=abstain_threshold)
         self.lexical = LexicalRanker(tools, abstain_threshold=abstain_threshold)
         self._matrix = _Embedder.embed([tool_text(t) for t in tools])
-
-    def __len__(self) -> int:
-        return len(self._names)
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
         """(fused score per tool, lexical score per tool), in input order."""
@@ -204,15 +115,3 @@ class HybridRanker:
         """True when nothing looks relevant (by the lexical evidence of the ranked tools)."""
         limit = self.abstain_threshold if threshold is None else threshold
         return not scored or max(s.score for s in scored) < limit
-
-    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], HybridRanker]] = Lru(_CACHE_SIZE)
-
-    @classmethod
-    def cached(cls, tools: Sequence[ToolDef]) -> HybridRanker:
-        """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
-        key = tuple((t.name, t.description) for t in tools)
-        return cls._cache.get_or_build(key, lambda: cls(tools))
-
-    @classmethod
-    def cache_clear(cls) -> None:
-        cls._cache.clear()

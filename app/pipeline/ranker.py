@@ -11,30 +11,24 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
 from rapidfuzz import fuzz, process
 
 from app.kit.lru import Lru
-from app.pipeline.text import STOPWORDS, SYNONYMS, tokenize, words
+from app.retrieval.lexical import FieldWeight as _Field
+from app.retrieval.lexical import Postings, build_postings, query_terms, score
+from app.retrieval.text import STOPWORDS, SYNONYMS, tokenize, words
 from app.tools.base import ToolDef
 
-K1 = 1.2
 DEFAULT_ABSTAIN_THRESHOLD = 0.4
 """Best score below which nothing looks relevant (about 5% false abstains on BFCL live)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    weight: float
-    b: float
 
 
 # Order matches `_tool_fields`. Tuned on the shared selection datasets (bench/selection.py).
@@ -61,9 +55,6 @@ _MAX_IDENTIFIERS = 16
 """Fuzzy lookups per request; bounds the cost of pasted code or logs."""
 _MAX_SCHEMA_DEPTH = 3
 _CACHE_SIZE = 8
-
-
-_Posting = tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,45 +99,14 @@ def _tool_fields(tool: ToolDef) -> tuple[list[str], ...]:
     )
 
 
-def _bigrams(tokens: Sequence[str]) -> list[str]:
-    return [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
-
-
-def _build_postings(tools: Sequence[ToolDef]) -> dict[str, _Posting]:
+def _build_postings(tools: Sequence[ToolDef]) -> Postings:
     """term -> (tool indexes, idf * saturated BM25F pseudo term frequency per tool)."""
-    docs = [_tool_fields(t) for t in tools]
-    avg_len = [
-        max(1.0, sum(len(d[f]) for d in docs) / max(1, len(docs))) for f in range(len(_FIELDS))
-    ]
-    pseudo_tf: list[dict[str, float]] = []
-    df: dict[str, int] = {}
-    for fields in docs:
-        acc: dict[str, float] = {}
-        for f, tokens in enumerate(fields):
-            spec = _FIELDS[f]
-            scale = spec.weight / (1.0 - spec.b + spec.b * len(tokens) / avg_len[f])
-            for term in tokens:
-                acc[term] = acc.get(term, 0.0) + scale
-            if f < _BIGRAM_FIELDS:
-                bigram_scale = _BIGRAM_WEIGHT * scale
-                for term in _bigrams(tokens):
-                    acc[term] = acc.get(term, 0.0) + bigram_scale
-        for term in acc:
-            df[term] = df.get(term, 0) + 1
-        pseudo_tf.append(acc)
-    n = len(docs)
-    idf = {term: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for term, d in df.items()}
-    lists: dict[str, list[tuple[int, float]]] = {term: [] for term in df}
-    for i, acc in enumerate(pseudo_tf):
-        for term, ptf in acc.items():
-            lists[term].append((i, idf[term] * ptf / (K1 + ptf)))
-    return {
-        term: (
-            np.fromiter((i for i, _ in pairs), dtype=np.intp, count=len(pairs)),
-            np.fromiter((w for _, w in pairs), dtype=np.float64, count=len(pairs)),
-        )
-        for term, pairs in lists.items()
-    }
+    return build_postings(
+        [_tool_fields(t) for t in tools],
+        _FIELDS,
+        bigram_fields=_BIGRAM_FIELDS,
+        bigram_weight=_BIGRAM_WEIGHT,
+    )
 
 
 class _NameMatcher:
@@ -188,36 +148,55 @@ class _NameMatcher:
         return found
 
 
-class LexicalRanker:
-    """Rank a fixed set of tools against free-text requests; build once, query many times."""
+class CachedRanker:
+    """What every ranker shares: built once for a fixed set of tools, queried many times, and
+    kept in a small LRU per ranker class keyed by the tools' (name, description) pairs."""
 
     abstain_threshold: float
+    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], Any]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._cache = Lru(_CACHE_SIZE)
 
     def __init__(
         self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
     ) -> None:
         self.abstain_threshold = abstain_threshold
         self._names = [t.name for t in tools]
-        self._postings = _build_postings(tools)
-        self._matcher = _NameMatcher(self._names)
 
     def __len__(self) -> int:
         return len(self._names)
 
+    @classmethod
+    def cached(cls, tools: Sequence[ToolDef]) -> Self:
+        """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
+        key = tuple((t.name, t.description) for t in tools)
+        ranker: Self = cls._cache.get_or_build(key, lambda: cls(tools))
+        return ranker
+
+    @classmethod
+    def cache_clear(cls) -> None:
+        cls._cache.clear()
+
+
+class LexicalRanker(CachedRanker):
+    """Rank a fixed set of tools against free-text requests; build once, query many times."""
+
+    def __init__(
+        self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
+    ) -> None:
+        super().__init__(tools, abstain_threshold=abstain_threshold)
+        self._postings = _build_postings(tools)
+        self._matcher = _NameMatcher(self._names)
+
     def _query_terms(self, query: str) -> dict[str, float]:
-        tokens = tokenize(query)
-        weights: dict[str, float] = {t: float(c) for t, c in Counter(tokens).items()}
-        for term in _bigrams(tokens):
-            if term in self._postings:
-                weights[term] = weights.get(term, 0.0) + 1.0
-        for term in set(tokens):
-            # Expand only words the catalog never uses: where it says "fetch" itself, expanding
-            # a request's "fetch" to every "get"/"retrieve" tool measurably hurts precision.
-            if term in self._postings:
-                continue
-            for syn in SYNONYMS.get(term, ()):
-                weights.setdefault(syn, _EXPANSION_WEIGHT)
-        return weights
+        return query_terms(
+            tokenize(query),
+            self._postings,
+            synonyms=SYNONYMS,
+            expansion_weight=_EXPANSION_WEIGHT,
+        )
 
     def scores(self, query: str) -> list[float]:
         """Score per tool, in input order (0.0 = no evidence)."""
@@ -225,11 +204,7 @@ class LexicalRanker:
 
     def score_array(self, query: str) -> npt.NDArray[np.float64]:
         """`scores` as a numpy vector (one vectorised add per query term)."""
-        scores = np.zeros(len(self._names), dtype=np.float64)
-        for term, qw in self._query_terms(query).items():
-            posting = self._postings.get(term)
-            if posting is not None:
-                scores[posting[0]] += qw * posting[1]  # a term lists each tool at most once
+        scores = score(self._postings, self._query_terms(query), len(self._names))
         mentions = self._matcher.mentions(query)
         if mentions:
             # Scaled to the best lexical score so a named tool outranks merely similar ones.
@@ -255,18 +230,6 @@ class LexicalRanker:
         """True when nothing looks relevant: no tools, or the best score is below the threshold."""
         limit = self.abstain_threshold if threshold is None else threshold
         return not scored or scored[0].score < limit
-
-    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], LexicalRanker]] = Lru(_CACHE_SIZE)
-
-    @classmethod
-    def cached(cls, tools: Sequence[ToolDef]) -> LexicalRanker:
-        """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
-        key = tuple((t.name, t.description) for t in tools)
-        return cls._cache.get_or_build(key, lambda: cls(tools))
-
-    @classmethod
-    def cache_clear(cls) -> None:
-        cls._cache.clear()
 
 
 def should_abstain(

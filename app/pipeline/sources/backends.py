@@ -16,6 +16,7 @@ from app.config import Settings
 from app.connectors.backend import ConnectorBackend
 from app.conventions.backend import ConventionBackend
 from app.databases.backend import DatabaseBackend
+from app.knowledge.backend import KnowledgeBackend
 from app.mcp.backend import McpBackend
 
 
@@ -29,3 +30,5 @@ class Backends:
     conventions: ConventionBackend
     tool_audit: ToolAuditBackend | None = None
     """The audit of every tool call a run makes."""
+    knowledge: KnowledgeBackend | None = None
+    """Search over knowledge bases (the `knowledge` tool); None answers that it is unavailable."""
