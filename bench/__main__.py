@@ -40,8 +40,15 @@ MODULES = (
     "llm_stream",
     "load",
     "side_by_side",
+    "workers",
 )
-TIMEOUT_S = {"pipeline": 2400, "load": 2400, "sql_safety": 1200, "side_by_side": 3000}
+TIMEOUT_S = {
+    "pipeline": 2400,
+    "load": 2400,
+    "sql_safety": 1200,
+    "side_by_side": 3000,
+    "workers": 1500,
+}
 DEFAULT_TIMEOUT_S = 900
 # Sample counts per module: module globals set before run() (full, quick).
 KNOBS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
@@ -58,6 +65,7 @@ ARGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "llm_stream": ({}, {"calls": 50}),
     "load": ({}, {"quick": True}),
     "side_by_side": ({}, {"quick": True}),
+    "workers": ({}, {"rounds": 1}),
 }
 
 

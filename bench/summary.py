@@ -306,6 +306,20 @@ def load(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def workers(r: dict[str, Any]) -> list[Row]:
+    if "skipped" in r:
+        return [["workers: 1 vs 2", "—", str(r["skipped"])[:80], ""]]
+    n = r["concurrency"]
+    rows = []
+    for w in (1, 2):
+        m = r[f"workers_{w}"]
+        rows.append(_row(f"workers={w}: runs/s at {n} concurrent", m["runs_per_s"]))
+        rows.append(_row(f"workers={w}: gateway CPU per run", m["cpu_per_run_ms"], " ms"))
+        rows.append(_row(f"workers={w}: errors", m["errors"], eq=0))
+    rows.append(_row("workers: runs/s 2 vs 1", r["speedup"], "x"))
+    return rows
+
+
 def side_by_side(r: dict[str, Any]) -> list[Row]:
     rows = [
         [f"side by side: {t['target']}", t["value"], "", "pass" if t["pass"] else "miss"]
@@ -343,6 +357,7 @@ BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mcp_endpoint": mcp_endpoint,
     "llm_stream": llm_stream,
     "load": load,
+    "workers": workers,
     "side_by_side": side_by_side,
 }
 

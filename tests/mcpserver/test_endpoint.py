@@ -19,7 +19,6 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from app.config import Settings
 from app.main import create_app
-from app.mcpserver.endpoint import KEY_RECHECK_S
 from tests.conftest import ADMIN_TOKEN
 from tests.connectors.server_app import LocalServer
 from tests.fixtures.live import read_sse, serve_app
@@ -627,7 +626,7 @@ async def test_a_client_that_cannot_elicit_gets_plain_json_answers(
         await raw.delete(url, headers=headers)
 
 
-async def test_a_revoked_key_stops_working_on_an_open_session_within_the_recheck_window(
+async def test_a_revoked_key_stops_working_on_an_open_session(
     admin: httpx.AsyncClient, live_url: str, shop_db: Path
 ) -> None:
     agent = await make_agent(admin, shop_db)
@@ -639,7 +638,6 @@ async def test_a_revoked_key_stops_working_on_an_open_session_within_the_recheck
         assert (await raw.post(url, json=listing, headers=headers)).status_code == 200
         revoked = await admin.delete(f"/api/v1/api-keys/{created['id']}")
         assert revoked.status_code == 204
-        await asyncio.sleep(KEY_RECHECK_S + 0.1)
         refused = await raw.post(url, json=listing, headers=headers)
         assert refused.status_code == 401, refused.text
         assert refused.json()["error"] == "Unauthorized"
