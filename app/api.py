@@ -15,6 +15,7 @@ from app.chat.router import router as chat_router
 from app.connectors.router import router as connectors_router
 from app.conventions.router import router as conventions_router
 from app.databases.router import router as databases_router
+from app.knowledge.router import router as knowledge_router
 from app.mcp.router import router as mcp_router
 from app.skills.router import router as skills_router
 
@@ -25,6 +26,7 @@ ADMIN_ROUTERS = (
     databases_router,
     mcp_router,
     skills_router,
+    knowledge_router,
     conventions_router,
     apikeys_router,
 )

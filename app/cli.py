@@ -23,17 +23,58 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from app.main import create_app
     from app.ops.logging import configure_logging
 
+    workers = args.workers or 1
+    if workers < 1:
+        sys.stderr.write("quiver: --workers must be at least 1\n")
+        return 2
+    if workers > 1 and settings.is_sqlite:
+        sys.stderr.write(
+            "quiver: --workers > 1 needs PostgreSQL (QUIVER_DATABASE_URL=postgresql://...): "
+            "worker processes share runs, cancels, approvals and limits through the database "
+            "and its LISTEN/NOTIFY, which SQLite does not have\n"
+        )
+        return 2
     configure_logging(settings.log_level)
     upgrade(settings)
-    uvicorn.run(
-        create_app(settings),
-        host=args.host or settings.host,
-        port=args.port or settings.port,
-        log_config=None,
-        proxy_headers=True,
-        timeout_keep_alive=settings.keep_alive_s,
-    )
+    options: dict[str, object] = {
+        "host": args.host or settings.host,
+        "port": args.port or settings.port,
+        "log_config": None,
+        "proxy_headers": True,
+        "timeout_keep_alive": settings.keep_alive_s,
+    }
+    if workers == 1:
+        uvicorn.run(create_app(settings), **options)  # type: ignore[arg-type]
+        return 0
+    # Done once here, not racing in every worker: the key file and the seeded admin key.
+    from app.security.crypto import configure_from_settings
+
+    configure_from_settings(settings)
+    generated = asyncio.run(_seed_admin(settings))
+    if generated:
+        _out(
+            f"\nNo QUIVER_ADMIN_TOKEN configured: created an admin API key (shown once):\n"
+            f"    {generated}\n"
+        )
+    sys.stdout.flush()
+    # Each worker process builds its app from the same environment (`app.main:app_from_env`).
+    uvicorn.run("app.main:app_from_env", factory=True, workers=workers, **options)  # type: ignore[arg-type]
     return 0
+
+
+async def _seed_admin(settings: Settings) -> str | None:
+    from app.apikeys.service import api_key_service
+    from app.db.engine import create_engine, create_sessionmaker
+
+    engine = create_engine(settings)
+    try:
+        async with create_sessionmaker(engine)() as session:
+            token = settings.admin_token.get_secret_value() if settings.admin_token else None
+            created = await api_key_service.seed_admin(session, token)
+            await session.commit()
+            return created
+    finally:
+        await engine.dispose()
 
 
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
@@ -87,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="apply migrations, then serve the API")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes sharing the port (PostgreSQL only; default 1)",
+    )
     serve.set_defaults(func=cmd_serve)
     migrate = sub.add_parser("migrate", help="apply (or with --down revert) migrations")
     migrate.add_argument("--down", action="store_true")

@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(3, ge=0, le=10)
     llm_context_tokens: int = Field(128_000, ge=1024)
     llm_output_reserve_tokens: int = Field(4_096, ge=0)
-    tool_selection_strategy: SelectionStrategy = SelectionStrategy.LEXICAL
+    tool_selection_strategy: SelectionStrategy = SelectionStrategy.HYBRID
 
     # --- safety ---
     mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -44,6 +44,17 @@ async def seed_admin_key(app: FastAPI, settings: Settings) -> None:
         sys.stdout.flush()
 
 
+def app_from_env() -> FastAPI:
+    """`create_app` with the environment's settings: what each `quiver serve --workers N`
+    process builds (uvicorn imports it by name in every worker)."""
+    from app.config import load_settings
+    from app.ops.logging import configure_logging
+
+    settings = load_settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)
+
+
 def create_app(
     settings: Settings,
     *,

@@ -30,6 +30,7 @@ MODULES = (
     "pipeline",
     "token_kinds",
     "selection",
+    "knowledge",
     "chat_overhead",
     "connector_overhead",
     "sql_safety",
@@ -38,8 +39,16 @@ MODULES = (
     "mcp_endpoint",
     "llm_stream",
     "load",
+    "side_by_side",
+    "workers",
 )
-TIMEOUT_S = {"pipeline": 2400, "load": 2400, "sql_safety": 1200}
+TIMEOUT_S = {
+    "pipeline": 2400,
+    "load": 2400,
+    "sql_safety": 1200,
+    "side_by_side": 3000,
+    "workers": 1500,
+}
 DEFAULT_TIMEOUT_S = 900
 # Sample counts per module: module globals set before run() (full, quick).
 KNOBS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
@@ -55,6 +64,8 @@ KNOBS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
 ARGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "llm_stream": ({}, {"calls": 50}),
     "load": ({}, {"quick": True}),
+    "side_by_side": ({}, {"quick": True}),
+    "workers": ({}, {"rounds": 1}),
 }
 
 

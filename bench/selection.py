@@ -1,6 +1,7 @@
 """Tool-selection quality and latency of the local rankers (lexical, hybrid) on the shared datasets.
 
-Run: `.venv/bin/python -m bench.selection [--split test|tune|all] [--strategies lexical,hybrid]`.
+Run: `.venv/bin/python -m bench.selection [--split test|tune|all] [--strategies lexical,hybrid]`
+(more strategies for comparison: `hybrid-wordllama`, `hybrid-minilm`).
 Data: `$QUIVER_BENCH_DATA` or `../shared/data` next to the repository. Every
 `selection/<dataset>/queries*.jsonl` is scored against the matching `tools*.jsonl`
 (`queries_x.jsonl` uses `tools_x.jsonl` when present, else `tools.jsonl`).
@@ -25,16 +26,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.pipeline.hybrid import HybridRanker
+from app.pipeline.hybrid import Fusion, HybridRanker
 from app.pipeline.ranker import LexicalRanker, ScoredTool
 from app.tools.base import ToolDef
 from bench.common import bench_data_dir, percentile, print_table
 
 KS = (3, 5, 6, 10)
+
+
+class WordLlamaHybrid(HybridRanker):
+    """The previous hybrid: lexical + WordLlama only (for comparison)."""
+
+    fusion = Fusion(lexical=0.25, wordllama=0.75, minilm=0.0)
+
+
+class MiniLmHybrid(HybridRanker):
+    """Lexical + the distilled MiniLM static model only (for comparison)."""
+
+    fusion = Fusion(lexical=0.25, wordllama=0.0, minilm=0.75)
+
+
 Ranker = LexicalRanker | HybridRanker
 RANKERS: dict[str, type[LexicalRanker] | type[HybridRanker]] = {
     "lexical": LexicalRanker,
     "hybrid": HybridRanker,
+    "hybrid-wordllama": WordLlamaHybrid,
+    "hybrid-minilm": MiniLmHybrid,
 }
 SPLITS = ("test", "tune", "all")
 
@@ -139,8 +156,8 @@ def evaluate_file(
     kind: type[LexicalRanker] | type[HybridRanker] = LexicalRanker,
 ) -> dict[str, dict[str, float]]:
     """Metrics per protocol for one query file (recall files) or abstain rates (irrelevance)."""
-    if kind is HybridRanker:
-        HybridRanker([])  # load the embedding model outside the timed build
+    if issubclass(kind, HybridRanker):
+        kind([])  # load the embedding models outside the timed build
     started = time.perf_counter()
     pool = kind(tools)
     build_ms = (time.perf_counter() - started) * 1000.0
@@ -272,7 +289,8 @@ def scale_timing(
         if gold_units(q)
     ][::7][:SCALE_QUERIES]
     out: dict[str, Any] = {}
-    HybridRanker([])  # the embedding model loads once per process, outside the build timing
+    for strategy in strategies:  # models load once per process, outside the build timing
+        RANKERS[strategy]([])
     for size in SCALE_SIZES:
         tools = _catalog(pool, size)
         for strategy in strategies:

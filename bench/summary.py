@@ -192,12 +192,57 @@ def cancel(r: dict[str, Any]) -> list[Row]:
 
 def mcp_endpoint(r: dict[str, Any]) -> list[Row]:
     t, c = r["tokens"], r["call"]
-    return [
+    rows = [
         _row("MCP endpoint tools/list tokens (progressive)", t["progressive"]["tools_list_tokens"]),
         _row("MCP endpoint tools/list tokens (flat)", t["flat"]["tools_list_tokens"]),
         _row("MCP endpoint tools/list saving", t["tools_list_saving_pct"], "%"),
-        _row("MCP endpoint tools/call / direct p50", c["ratio_p50"], "x", le=1.2),
     ]
+    if "endpoint" not in c:  # results from before the admin route was measured
+        return [*rows, _row("MCP endpoint tools/call / direct p50", c["ratio_p50"], "x", le=1.2)]
+    d, targets = c["direct"], c["targets"]
+    rows.append(
+        _row(
+            "MCP direct SDK call p50; CPU",
+            d["p50_ms"],
+            " ms",
+            target=f"CPU {_fmt(d['cpu_ms_per_call'], ' ms')}/call",
+        )
+    )
+    for key, label in (
+        ("admin", "admin route POST /mcp-servers/{id}/call"),
+        ("endpoint", "MCP endpoint tools/call"),
+    ):
+        m = c[key]
+        rows.append(_row(f"{label} / direct p50", m["ratio_p50"], "x", le=targets[key]))
+        rows.append(
+            _row(
+                f"{label} p50; gateway CPU",
+                m["p50_ms"],
+                " ms",
+                target=f"CPU {_fmt(m['cpu_ms_per_call'], ' ms')}/call ({m['cpu_ratio']:.1f}x)",
+            )
+        )
+    rate = f"calls_per_s_at_{c['concurrency']}"
+    if rate in c["admin"]:
+        rows.append(
+            _row(
+                f"admin route calls/s at {c['concurrency']} concurrent",
+                c["admin"][rate],
+                target=f"direct {c['direct'][rate]:.0f}/s",
+            )
+        )
+    for key, m in r.get("sessions", {}).items():
+        if isinstance(m, dict):
+            rows.append(
+                _row(
+                    f"MCP endpoint {key} sessions held: RSS per session",
+                    m["rss_per_session_kib"],
+                    " KiB",
+                    target=f"{m['call_errors']} call errors; "
+                    f"{m.get('open_cpu_ms_per_session', 0):.1f} ms CPU per open",
+                )
+            )
+    return rows
 
 
 def llm_stream(r: dict[str, Any]) -> list[Row]:
@@ -261,10 +306,49 @@ def load(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def workers(r: dict[str, Any]) -> list[Row]:
+    if "skipped" in r:
+        return [["workers: 1 vs 2", "—", str(r["skipped"])[:80], ""]]
+    n = r["concurrency"]
+    rows = []
+    for w in (1, 2):
+        m = r[f"workers_{w}"]
+        rows.append(_row(f"workers={w}: runs/s at {n} concurrent", m["runs_per_s"]))
+        rows.append(_row(f"workers={w}: gateway CPU per run", m["cpu_per_run_ms"], " ms"))
+        rows.append(_row(f"workers={w}: errors", m["errors"], eq=0))
+    rows.append(_row("workers: runs/s 2 vs 1", r["speedup"], "x"))
+    return rows
+
+
+def side_by_side(r: dict[str, Any]) -> list[Row]:
+    rows = [
+        [f"side by side: {t['target']}", t["value"], "", "pass" if t["pass"] else "miss"]
+        for t in r["targets"]
+    ]
+    for name, levels in r["gateways"].items():
+        cpu = " / ".join(_fmt(m["cpu_ms_per_run"]) for m in levels.values())
+        rps = " / ".join(_fmt(m["runs_per_s"]) for m in levels.values())
+        rows.append(
+            [f"side by side: {name} CPU ms per run @ {'/'.join(levels)}", cpu, f"{rps} runs/s", ""]
+        )
+    return rows
+
+
+def knowledge(r: dict[str, Any]) -> list[Row]:
+    hybrid = r["hybrid"]
+    return [
+        _row("knowledge: recall@5 (hybrid)", hybrid["recall_at_5"], target="≥ 0.9"),
+        _row("knowledge: recall@1 (hybrid)", hybrid["recall_at_1"]),
+        _row("knowledge: off-topic answered", hybrid["off_topic_answered_rate"], le=0.1),
+        _row("knowledge: query CPU p50", hybrid["query_cpu_p50_ms"], " ms"),
+    ]
+
+
 BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "pipeline": pipeline,
     "token_kinds": token_kinds,
     "selection": selection,
+    "knowledge": knowledge,
     "chat_overhead": chat_overhead,
     "connector_overhead": connector_overhead,
     "sql_safety": sql_safety,
@@ -273,6 +357,8 @@ BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mcp_endpoint": mcp_endpoint,
     "llm_stream": llm_stream,
     "load": load,
+    "workers": workers,
+    "side_by_side": side_by_side,
 }
 
 

@@ -175,3 +175,12 @@ def test_an_unusable_database_is_one_clear_line(
     assert line.startswith("quiver: cannot use the database postgresql://postgres:***@127.0.0.1:")
     assert reason in line
     assert "pw-hidden" not in line
+
+
+def test_serve_refuses_several_workers_on_sqlite(
+    db_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--workers", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--workers > 1 needs PostgreSQL" in err
+    assert not db_file.exists()  # refused before migrating anything

@@ -9,7 +9,7 @@ APP = Path(__file__).resolve().parent.parent / "app"
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(("kit", "db", "config", "errors", "events"), 0),
-    **dict.fromkeys(("security", "llm", "ops"), 1),
+    **dict.fromkeys(("security", "llm", "ops", "retrieval"), 1),
     "tools": 2,
     **dict.fromkeys(
         (
@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
             "connectors",
             "conventions",
             "databases",
+            "knowledge",
             "mcp",
             "skills",
             "tenancy",

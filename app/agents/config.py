@@ -66,6 +66,13 @@ class Approval(_Strict):
     timeout_s: float = Field(default=300.0, gt=0, le=86_400)
 
 
+class Knowledge(_Strict):
+    """The `knowledge` tool (docs/contract.md §12)."""
+
+    min_score: float = Field(default=0.3, ge=0.0, le=1.0)
+    """Below this best score the tool answers that nothing relevant was found."""
+
+
 class AgentConfig(_Strict):
     """Every key is optional; unknown keys are refused (422 naming the key)."""
 
@@ -85,3 +92,4 @@ class AgentConfig(_Strict):
     step_iteration: StepIteration | None = None
     pre_hydration: PreHydration | None = None
     approval: Approval | None = None
+    knowledge: Knowledge | None = None

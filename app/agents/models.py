@@ -9,6 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from app.connectors.models import Connector
 from app.databases.models import DatabaseConnector
 from app.db.base import Base, IdMixin, TimestampMixin
+from app.knowledge.models import KnowledgeBase
 from app.mcp.models import McpServer
 from app.skills.models import Skill
 
@@ -26,6 +27,7 @@ agent_connectors = _link("agent_connectors", "connector_id", "connectors")
 agent_databases = _link("agent_databases", "database_id", "database_connectors")
 agent_mcp_servers = _link("agent_mcp_servers", "mcp_server_id", "mcp_servers")
 agent_skills = _link("agent_skills", "skill_id", "skills")
+agent_knowledge_bases = _link("agent_knowledge_bases", "knowledge_base_id", "knowledge_bases")
 agent_delegates = _link("agent_delegates", "delegate_id", "agents")
 """The agents an agent may call with `call_agent` (docs/contract.md §12)."""
 
@@ -39,7 +41,7 @@ class Agent(IdMixin, TimestampMixin, Base):
     model: Mapped[str | None] = mapped_column(String(128), default=None)
     model_config_json: Mapped[dict[str, Any]] = mapped_column(default=dict)
     tool_categories: Mapped[list[Any] | None] = mapped_column(default=None)
-    """Allowed kinds (builtin, skill, connector, database, mcp, agent); null = all."""
+    """Allowed kinds (builtin, knowledge, skill, connector, database, mcp, agent); null = all."""
 
     connectors: Mapped[list[Connector]] = relationship(secondary=agent_connectors, lazy="raise")
     databases: Mapped[list[DatabaseConnector]] = relationship(
@@ -47,6 +49,9 @@ class Agent(IdMixin, TimestampMixin, Base):
     )
     mcp_servers: Mapped[list[McpServer]] = relationship(secondary=agent_mcp_servers, lazy="raise")
     skills: Mapped[list[Skill]] = relationship(secondary=agent_skills, lazy="raise")
+    knowledge_bases: Mapped[list[KnowledgeBase]] = relationship(
+        secondary=agent_knowledge_bases, lazy="raise"
+    )
     delegates: Mapped[list[Agent]] = relationship(
         secondary=agent_delegates,
         primaryjoin=lambda: Agent.id == agent_delegates.c.agent_id,
@@ -69,6 +74,10 @@ class Agent(IdMixin, TimestampMixin, Base):
     @property
     def skill_ids(self) -> list[uuid.UUID]:
         return [s.id for s in self.skills]
+
+    @property
+    def knowledge_base_ids(self) -> list[uuid.UUID]:
+        return [k.id for k in self.knowledge_bases]
 
     @property
     def delegate_ids(self) -> list[uuid.UUID]:

@@ -21,5 +21,6 @@ class AgentRepository(RepositoryBase[Agent]):
             selectinload(Agent.databases),
             selectinload(Agent.mcp_servers),
             selectinload(Agent.skills),
+            selectinload(Agent.knowledge_bases),
             selectinload(Agent.delegates),
         )

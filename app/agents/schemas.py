@@ -8,7 +8,7 @@ from pydantic import Field, StringConstraints, ValidationError, field_validator
 from app.agents.config import AgentConfig
 from app.kit.schemas import LongText, ReadSchema, Schema, ShortText, Slug
 
-Category = Literal["builtin", "skill", "connector", "database", "mcp", "agent"]
+Category = Literal["builtin", "knowledge", "skill", "connector", "database", "mcp", "agent"]
 ModelName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdList = Annotated[list[uuid.UUID], Field(max_length=500)]
 
@@ -41,6 +41,7 @@ class AgentCreate(Schema):
     database_ids: IdList = Field(default_factory=list)
     mcp_server_ids: IdList = Field(default_factory=list)
     skill_ids: IdList = Field(default_factory=list)
+    knowledge_base_ids: IdList = Field(default_factory=list)
     delegate_ids: IdList = Field(default_factory=list)
 
     _config = field_validator("model_config_json")(_check_config)
@@ -57,6 +58,7 @@ class AgentUpdate(Schema):
     database_ids: IdList | None = None
     mcp_server_ids: IdList | None = None
     skill_ids: IdList | None = None
+    knowledge_base_ids: IdList | None = None
     delegate_ids: IdList | None = None
 
     _config = field_validator("model_config_json")(_check_config)
@@ -73,4 +75,5 @@ class AgentRead(ReadSchema):
     database_ids: list[uuid.UUID]
     mcp_server_ids: list[uuid.UUID]
     skill_ids: list[uuid.UUID]
+    knowledge_base_ids: list[uuid.UUID]
     delegate_ids: list[uuid.UUID]

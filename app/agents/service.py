@@ -13,6 +13,7 @@ from app.databases.repository import DatabaseRepository
 from app.errors import Invalid
 from app.kit.crud import CrudService
 from app.kit.repository import RepositoryBase
+from app.knowledge.repository import KnowledgeBaseRepository
 from app.mcp.repository import McpServerRepository
 from app.skills.repository import SkillRepository
 
@@ -21,6 +22,7 @@ _LINKS: dict[str, tuple[str, type[RepositoryBase[Any]]]] = {
     "database_ids": ("databases", DatabaseRepository),
     "mcp_server_ids": ("mcp_servers", McpServerRepository),
     "skill_ids": ("skills", SkillRepository),
+    "knowledge_base_ids": ("knowledge_bases", KnowledgeBaseRepository),
     "delegate_ids": ("delegates", AgentRepository),
 }
 
@@ -55,6 +57,7 @@ class AgentService(CrudService[Agent]):
             databases=[],
             mcp_servers=[],
             skills=[],
+            knowledge_bases=[],
             delegates=[],
         )
         await self._resolve_links(session, agent, data.model_dump(include=set(_LINKS)))

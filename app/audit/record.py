@@ -9,7 +9,7 @@ from app.audit.models import ToolCall
 from app.security.redact import redact, redact_text
 from app.tools.base import CallContext, ToolDef, ToolResult
 
-AUDIT_KINDS = ("connector", "database", "mcp", "skill", "agent", "builtin")
+AUDIT_KINDS = ("connector", "database", "mcp", "skill", "knowledge", "agent", "builtin")
 _ERROR_CHARS = 2000
 
 

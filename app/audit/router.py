@@ -15,7 +15,7 @@ from app.kit.schemas import Page
 from app.tenancy.principal import PrincipalDep
 
 router = APIRouter(tags=["runs"])
-Kind = Literal["connector", "database", "mcp", "skill", "agent", "builtin"]
+Kind = Literal["connector", "database", "mcp", "skill", "knowledge", "agent", "builtin"]
 
 
 @router.get("/tool-calls", response_model=Page[ToolCallRead])

@@ -53,6 +53,55 @@ _DELTA_FLUSH_S = 0.03
 _DELTA_FLUSH_CHARS = 256
 
 
+class CancelWatch:
+    """One watcher task per run turns `cancel` into a cancellation of the guarded await.
+
+    `guard(aw)` awaits `aw` in the calling task (no task per call): the watcher, started on
+    the first guard, waits for the event once; if it fires while a guard is awaiting, it
+    cancels that task and the guard raises `RunCancelled`. A guard entered after the event
+    raises at once. Other cancellations (shutdown) pass through as `CancelledError`.
+    """
+
+    __slots__ = ("_cancel", "_fired", "_waiting", "_watcher")
+
+    def __init__(self, cancel: asyncio.Event) -> None:
+        self._cancel = cancel
+        self._waiting: asyncio.Task[Any] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._fired = False
+
+    async def guard(self, awaitable: Awaitable[T]) -> T:
+        if self._cancel.is_set():
+            close = getattr(awaitable, "close", None)
+            if close is not None:  # a coroutine never awaited would warn
+                close()
+            raise RunCancelled
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch(), name="run-cancel-watch")
+        task = self._waiting = asyncio.current_task()
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if self._fired and task is not None and task.uncancel() == 0:
+                self._fired = False
+                raise RunCancelled from None
+            raise
+        finally:
+            self._waiting = None
+
+    async def _watch(self) -> None:
+        await self._cancel.wait()
+        if self._waiting is not None:
+            self._fired = True
+            self._waiting.cancel()
+
+    def close(self) -> None:
+        """The run is over: stop the watcher."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+
+
 @dataclass(kw_only=True)
 class RunInput:
     run_id: str
@@ -95,26 +144,16 @@ class ReactRun:
     _iterations: int = field(default=0, init=False)
     _status: str = field(default="running", init=False)
     started: float = field(default_factory=time.perf_counter)
+    _watch: CancelWatch = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._watch = CancelWatch(self.deps.cancel)
 
     # --- helpers -------------------------------------------------------------------------
 
     async def _guard(self, awaitable: Awaitable[T]) -> T:
-        """Await `awaitable` unless the run is cancelled first."""
-        if self.deps.cancel.is_set():
-            raise RunCancelled
-        task = asyncio.ensure_future(awaitable)
-        waiter = asyncio.ensure_future(self.deps.cancel.wait())
-        try:
-            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        # Let the cancellation land: a stream's `anext` still running would make the
-        # caller's `aclose()` fail with "asynchronous generator is already running".
-        await asyncio.wait({task})
-        raise RunCancelled
+        """Await `awaitable` in this task unless the run is cancelled first (see `CancelWatch`)."""
+        return await self._watch.guard(awaitable)
 
     def _finished(
         self, status: str, *, reason: str | None = None, escalated: bool = False
@@ -218,9 +257,10 @@ class ReactRun:
                 await closer()
 
     async def _guarded(self, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+        guard = self._watch.guard
         while True:
             try:
-                yield await self._guard(anext(stream))
+                yield await guard(anext(stream))
             except StopAsyncIteration:
                 return
 
@@ -290,6 +330,7 @@ class ReactRun:
         except LlmError as exc:
             yield self._failed(exc.code, exc.message)
         finally:
+            self._watch.close()
             await toolset.aclose()
 
     async def _iterate(

@@ -121,6 +121,10 @@ def message_row(message: ChatMessage) -> dict[str, Any]:
     }
 
 
+RESUMABLE_KINDS = frozenset({"mcp_session"})
+"""Runs another worker can take over (sessions of the MCP endpoint): never closed as lost."""
+
+
 class RunManager:
     def __init__(
         self,
@@ -150,6 +154,10 @@ class RunManager:
         self.worker_id = uuid.uuid4()
         """This process, as the owner of the runs it executes (see `Worker`)."""
         self._claimed: set[uuid.UUID] = set()
+        self.resumable: dict[str, Callable[[Run], Awaitable[None]]] = {}
+        """Run kinds another worker can take over (MCP sessions): when no live worker holds
+        such a run, the sweep asks its kind's handler (which ends it once idle) instead of
+        closing it as lost."""
         self._heartbeat: asyncio.Task[None] | None = None
         self._beating_since: float | None = None
 
@@ -218,6 +226,14 @@ class RunManager:
             if run.cancel_requested:  # in case the cancel notification was missed
                 self._cancel_local(run.id)
         for run in lost:
+            if run.kind in RESUMABLE_KINDS:
+                resumable = self.resumable.get(run.kind)
+                try:  # not registered yet (starting up): left for a later sweep
+                    if resumable is not None:
+                        await resumable(run)
+                except Exception:
+                    logger.exception("could not sweep the %s run %s", run.kind, run.id)
+                continue
             async with self.background() as session:
                 await self._close_lost(session, run.id)
                 await session.commit()

@@ -293,13 +293,19 @@ class ToolPhase:
         """Approval events and results in arrival order; stops early (leaving calls
         pending) on cancel."""
         received = 0
-        cancel = asyncio.ensure_future(self.cancel.wait()) if self.cancel is not None else None
+        if self.cancel is None:  # nothing to race against: no waiter task per item
+            while received < calls:
+                item = await outbox.get()
+                received += isinstance(item, tuple)
+                yield item
+            return
+        cancel = asyncio.ensure_future(self.cancel.wait())
         try:
             while received < calls:
-                if cancel is not None and cancel.done():
+                if cancel.done():
                     return
                 getter = asyncio.ensure_future(outbox.get())
-                waits: set[asyncio.Future[Any]] = {getter} if cancel is None else {getter, cancel}
+                waits: set[asyncio.Future[Any]] = {getter, cancel}
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 if getter not in done:
                     getter.cancel()
@@ -309,8 +315,7 @@ class ToolPhase:
                     received += 1
                 yield item
         finally:
-            if cancel is not None:
-                cancel.cancel()
+            cancel.cancel()
 
     @staticmethod
     def _result_event(call: ToolCallRequest, result: ToolResult, ms: float) -> ToolResultEvent:

@@ -9,6 +9,7 @@ from app.connectors import models as connectors_models
 from app.conventions import models as conventions_models
 from app.databases import models as databases_models
 from app.db.base import Base
+from app.knowledge import models as knowledge_models
 from app.mcp import models as mcp_models
 from app.skills import models as skills_models
 from app.tenancy import models as tenancy_models
@@ -24,6 +25,7 @@ __all__ = [
     "connectors_models",
     "conventions_models",
     "databases_models",
+    "knowledge_models",
     "mcp_models",
     "skills_models",
     "tenancy_models",

@@ -31,6 +31,21 @@ class Lru(Generic[K, V]):
                 self._items.popitem(last=False)
         return value
 
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+            return hit
+
+    def put(self, key: K, value: V) -> V:
+        """Keep `value` as the newest; returns it."""
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return value
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

@@ -42,8 +42,13 @@ def supports_elicitation(session: Any) -> bool:
 class ElicitationGate:
     """An `ApprovalGate` whose decider is the person behind the MCP client."""
 
-    def __init__(self, session: Any, *, by: str = "mcp-client") -> None:
+    def __init__(
+        self, session: Any, *, related_request_id: Any = None, by: str = "mcp-client"
+    ) -> None:
         self.session = session
+        self.related_request_id = related_request_id
+        """The `tools/call` being decided: the question rides its response stream, so it
+        reaches the client whichever worker serves the call (it may hold no `GET` stream)."""
         self.by = by
 
     async def request(
@@ -66,7 +71,7 @@ class ElicitationGate:
         )
         try:
             async with asyncio.timeout(request.timeout_s):
-                answer = await self.session.elicit(message, _SCHEMA)
+                answer = await self.session.elicit(message, _SCHEMA, self.related_request_id)
         except TimeoutError:
             return Decision(outcome="timeout")
         content = answer.content or {}

@@ -4,6 +4,10 @@ The MCP SDK's low-level `Server` and `StreamableHTTPSessionManager` serve the pr
 module authenticates the bearer key, finds the agent (404 before any MCP exchange), and
 hands `tools/list` / `tools/call` to `McpSessions`. The endpoint speaks the session
 (`initialize`) protocol versions: a session is what a run is to the journal.
+
+Sessions outlive the process that opened them: the session id names the session's run, and a
+request for a session this process does not hold gets a transport resumed under that id (its
+client already initialized), with the session's state rebuilt from the journal.
 """
 
 from __future__ import annotations
@@ -12,17 +16,26 @@ import asyncio
 import contextlib
 import contextvars
 import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import mcp_types as types
+from anyio.abc import TaskStatus
 from fastapi import FastAPI
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.runner import serve_connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.transport_context import TransportContext
+from mcp_types import DEFAULT_NEGOTIATED_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -32,16 +45,26 @@ from app.agents.repository import AgentRepository
 from app.apikeys.service import api_key_service
 from app.errors import QuiverError, error_body
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
-from app.mcpserver.sessions import Caller, McpSession, McpSessions, assemble_for_mcp
+from app.mcpserver.sessions import Caller, McpSession, McpSessions, parse_session_id
 from app.runtime import Runtime
 from app.tenancy.principal import USER_HEADER, Principal
 
+logger = logging.getLogger("quiver.mcp_server")
 _AGENT_PATH = re.compile(r"/agents/([^/]+)/?$")
 _STATE_KEY = "quiver_mcp"
 _instructions: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "quiver_mcp_instructions", default=None
 )
 """The agent's instructions for the `initialize` answer of the session being opened."""
+_new_session_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "quiver_mcp_new_session", default=None
+)
+"""The id of the session being opened (named after its run)."""
+_plain_json: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "quiver_mcp_plain_json", default=False
+)
+"""The session being opened answers each request with one JSON body instead of an SSE stream
+(its client cannot elicit, so nothing but the answer is ever sent on a request's stream)."""
 
 
 class _AgentServer(Server[Any]):
@@ -62,22 +85,134 @@ class _AgentServer(Server[Any]):
 
 
 class _SessionManager(StreamableHTTPSessionManager):
-    """Ends the session's run however the session ends (DELETE, idle timeout, crash)."""
+    """Names sessions after their runs, resumes sessions opened elsewhere, and tells
+    `McpSessions` however a session's transport ends here (DELETE, idle timeout, shutdown)."""
 
     def __init__(self, server: Server[Any], sessions: McpSessions, idle_s: float) -> None:
         super().__init__(server, session_idle_timeout=idle_s)
         self.quiver_sessions = sessions
 
+    def holds(self, session_id: str) -> bool:
+        return session_id in self._server_instances
+
+    def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
+        transport = super()._admit_session(requestor)
+        if transport is not None and _plain_json.get():
+            transport.is_json_response_enabled = True
+        wanted = _new_session_id.get()
+        if transport is not None and wanted is not None:
+            minted = transport.mcp_session_id
+            assert minted is not None
+            self._server_instances[wanted] = self._server_instances.pop(minted)
+            if minted in self._session_owners:
+                self._session_owners[wanted] = self._session_owners.pop(minted)
+            transport.mcp_session_id = wanted
+        return transport
+
+    async def resume(self, session_id: str, protocol_version: str | None, elicits: bool) -> None:
+        """Serve a session opened by another process (or before a restart) from now on: a
+        transport under its id whose connection starts out initialized, with the client's
+        capabilities as the session id carries them."""
+        async with self._session_creation_lock:
+            if session_id in self._server_instances:
+                return
+            transport = StreamableHTTPServerTransport(
+                mcp_session_id=session_id,
+                is_json_response_enabled=self.json_response or not elicits,
+                security_settings=self.security_settings,
+                idle_timeout=self.session_idle_timeout,
+            )
+            self._server_instances[session_id] = transport
+        version = protocol_version or DEFAULT_NEGOTIATED_VERSION
+        capabilities = types.ClientCapabilities(
+            elicitation=types.ElicitationCapability() if elicits else None
+        )
+
+        async def run_server(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            async with transport.connect() as (read_stream, write_stream):
+                task_status.started()
+                try:
+                    idle_scope = transport.idle_scope or anyio.CancelScope()
+                    with idle_scope:
+                        dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
+                            read_stream, write_stream, inline_methods=frozenset({"initialize"})
+                        )
+                        connection = Connection.for_loop(
+                            dispatcher, session_id=session_id, protocol_version_hint=version
+                        )
+                        connection.client_params = types.InitializeRequestParams(
+                            protocol_version=version,
+                            capabilities=capabilities,
+                            client_info=types.Implementation(name="resumed", version="0"),
+                        )
+                        connection.initialized.set()
+                        await serve_connection(
+                            self.app,
+                            dispatcher,
+                            connection=connection,
+                            lifespan_state=self._lifespan_state,
+                        )
+                except Exception:
+                    logger.exception("resumed MCP session %s crashed", session_id[:64])
+                finally:
+                    await self._discard_session(session_id, transport)
+
+        task_group: Any = self._task_group  # set while the manager runs
+        await task_group.start(run_server)
+
     async def _discard_session(
         self, session_id: str, transport: StreamableHTTPServerTransport
     ) -> None:
+        held = self._server_instances.get(session_id) is transport
         await super()._discard_session(session_id, transport)
-        await self.quiver_sessions.close(session_id)
+        if held:
+            await self.quiver_sessions.ended_here(session_id)
 
 
 def _json_error(status: int, kind: str, detail: str) -> Response:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(error_body(kind, detail), status_code=status, headers=headers)
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Receive]:
+    """The request body (up to `limit` + 1 bytes), and a `receive` that replays it."""
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more and size <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        more = message.get("more_body", False)
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": more}
+        return await receive()
+
+    return body, replay
+
+
+def _initialize_params(body: bytes) -> dict[str, Any] | None:
+    """The params of an `initialize` request, else None."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "initialize":
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return None
+    capabilities = params.get("capabilities")
+    return params if isinstance(capabilities, dict) or capabilities is None else None
 
 
 def _protocol_refusal() -> Response:
@@ -134,7 +269,7 @@ class McpEndpoint:
             yield
         finally:
             self.manager = None
-            await sessions.aclose()
+            await sessions.aclose()  # before the transports end: the sessions are handed over
             stop.set()
             await task
 
@@ -143,7 +278,8 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if self.manager is None:  # starting or stopping
+        manager = self.manager
+        if manager is None:  # starting or stopping
             unavailable = _json_error(503, "Unavailable", "the MCP endpoint is not running")
             await unavailable(scope, receive, send)
             return
@@ -154,13 +290,25 @@ class McpEndpoint:
         assert caller is not None
         assert self.sessions is not None
         scope.setdefault("state", {})[_STATE_KEY] = caller
-        session_id = Request(scope).headers.get(MCP_SESSION_ID_HEADER)
-        if session_id is not None or scope["method"] != "POST":  # only a POST opens one
-            if session_id is not None and scope["method"] == "DELETE":
+        headers = Request(scope).headers
+        session_id = headers.get(MCP_SESSION_ID_HEADER)
+        if session_id is not None:
+            if scope["method"] == "DELETE":
                 # The run is finished before the client hears back.
                 await self.sessions.close(session_id)
-            assert self.manager is not None
-            await self.manager.handle_request(scope, receive, send)
+                if not manager.holds(session_id):  # opened or served elsewhere: done
+                    ended = Response(status_code=200, headers={MCP_SESSION_ID_HEADER: session_id})
+                    await ended(scope, receive, send)
+                    return
+            elif not manager.holds(session_id):
+                parsed = parse_session_id(session_id)
+                assert parsed is not None  # admitted
+                version = headers.get("mcp-protocol-version")
+                await manager.resume(session_id, version, parsed[1])
+            await manager.handle_request(scope, receive, send)
+            return
+        if scope["method"] != "POST":  # only a POST opens a session
+            await manager.handle_request(scope, receive, send)
             return
         await self._open(caller, scope, receive, send)
 
@@ -169,31 +317,36 @@ class McpEndpoint:
         assert self.manager is not None
         sessions = self.sessions
         assert sessions is not None
-        toolset = await assemble_for_mcp(caller.agent, sessions.runs)
+        body, receive = await _read_body(receive, DEFAULT_MAX_REQUEST_BODY_SIZE)
+        opening = _initialize_params(body)
+        if opening is None:  # not an `initialize`: the SDK answers (no session comes of it)
+            await self.manager.handle_request(scope, receive, send)
+            return
+        elicits = isinstance((opening.get("capabilities") or {}).get("elicitation"), dict)
         try:
-            state = await sessions.start(caller, toolset)
+            state = await sessions.start(caller, elicitation=elicits)
         except QuiverError as exc:  # the key's run rate: refused before any MCP exchange
-            await toolset.aclose()
             await _json_error(exc.status_code, exc.kind, exc.message)(scope, receive, send)
             return
-        bound = False
+        opened = False
 
         async def send_opening(message: Message) -> None:
-            nonlocal bound
+            nonlocal opened
             if message["type"] == "http.response.start" and message["status"] < 400:
-                for name, value in message.get("headers", []):
-                    if name.lower() == MCP_SESSION_ID_HEADER.encode():
-                        sessions.bind(value.decode("latin-1"), state)
-                        bound = True
+                opened = True
             await send(message)
 
-        token = _instructions.set(toolset.system_prompt or None)
+        instructions = _instructions.set(state.toolset.system_prompt or None)
+        named = _new_session_id.set(state.session_id)
+        plain = _plain_json.set(not elicits)
         try:
             await self.manager.handle_request(scope, receive, send_opening)
         finally:
-            _instructions.reset(token)
-            if not bound:  # no session came of it: its run ends at once
-                await sessions.finish(state)
+            _plain_json.reset(plain)
+            _new_session_id.reset(named)
+            _instructions.reset(instructions)
+            if not opened:  # no session came of it: its run ends at once
+                await sessions.drop(state)
 
     async def _admit(self, scope: Scope) -> tuple[Response | None, Caller | None]:
         """401 without a valid key, 404 for an unknown agent or one the key may not use."""
@@ -221,13 +374,18 @@ class McpEndpoint:
             agent = state.agent if state is not None and state.agent.name == name else None
             if agent is None and name:
                 agent = await AgentRepository(session).get_by(name=name)
+            admitted = True
+            if agent is not None and session_id is not None and self.sessions is not None:
+                admitted = await self.sessions.admit(
+                    session, session_id, agent_id=agent.id, key_id=principal.key_id
+                )
             await session.commit()
         if agent is None or not principal.may_use(agent.id):
             return _json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return _protocol_refusal(), None
-        if state is not None and not state.belongs_to(agent.id, principal.key_id):
+        if not admitted:  # ended, unknown, or opened with another agent or key
             return _json_error(404, "NotFound", "MCP session not found"), None
         return None, Caller(agent=agent, principal=principal)
 
@@ -262,12 +420,20 @@ class McpEndpoint:
     ) -> types.CallToolResult:
         state = await self._session(ctx)
         assert self.sessions is not None
-        gate = ElicitationGate(ctx.session) if supports_elicitation(ctx.session) else None
+        gate = (
+            ElicitationGate(ctx.session, related_request_id=ctx.request_id)
+            if supports_elicitation(ctx.session)
+            else None
+        )
         outcome = await self.sessions.call(
             state, params.name, dict(params.arguments or {}), gate=gate
         )
         if outcome.loaded:
-            await ctx.session.send_tool_list_changed()
+            # On this call's own response stream: it reaches the client whichever worker
+            # serves the call (a GET stream may be held by another one, or none).
+            await ctx.session.send_notification(
+                types.ToolListChangedNotification(), related_request_id=ctx.request_id
+            )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.text)],
             is_error=not outcome.ok,

@@ -4,6 +4,15 @@ A session keeps the agent's assembled tool set (with what `request_tools` loaded
 `ToolPhase`, so every `tools/call` goes through the chat run's validation, guards,
 executors, timeout, progress tracker, redaction and audit. Each call journals a
 `tool_call` and a `tool_result` event; the end of the session journals `run_finished`.
+
+Any worker can serve any session: what a session needs lives in the journal or comes with the
+request. The session id names the run (its hex id, plus `e` when the client declared
+elicitation at `initialize`); the run row holds the agent and the key; the `tools_loaded`
+events hold what `request_tools` loaded. A worker that gets a request for a session it does not
+hold, or one another worker served since, rebuilds the session from the journal and records
+itself on the run (`worker_id`). Only the worker that served a session last ends it when it goes
+idle; a session whose worker is gone ends once it has been idle that long (see
+`McpSessions.sweep`). Shutting a worker down hands its sessions over instead of ending them.
 """
 
 from __future__ import annotations
@@ -12,22 +21,32 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.models import Agent
 from app.approvals.gate import ApprovalGate
 from app.chat.journal import JournalWriter
-from app.chat.models import Conversation, Run
-from app.chat.repository import RunRepository
+from app.chat.models import Conversation, Run, RunEventRecord
+from app.chat.repository import RUNNING, RunRepository
 from app.chat.runner import RunManager
 from app.chat.steps import PhaseResult
 from app.chat.tool_phase import ToolPhase
-from app.events import RunEvent, RunFinished, RunStarted, ToolResultEvent, ToolsLoaded
+from app.db.base import utcnow
+from app.events import (
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    ToolResultEvent,
+    ToolsLoaded,
+    event_payload,
+)
 from app.llm.types import ChatMessage, ToolCallRequest
 from app.mcpserver.approval import NO_ELICITATION
 from app.pipeline.assemble import assemble_toolset
@@ -38,6 +57,25 @@ from app.tools.base import CallContext
 
 logger = logging.getLogger("quiver.mcp_server")
 RUN_KIND = "mcp_session"
+_ELICITS = "e"
+"""Session-id suffix: the client declared elicitation (it asks its person for approvals)."""
+
+
+def session_id_for(run_id: uuid.UUID, *, elicitation: bool) -> str:
+    """The `Mcp-Session-Id` of a session: its run's id, and what the client can do."""
+    return run_id.hex + (_ELICITS if elicitation else "")
+
+
+def parse_session_id(session_id: str) -> tuple[uuid.UUID, bool] | None:
+    """(run id, client elicits) of a session id this gateway issued, else None."""
+    elicits = session_id.endswith(_ELICITS) and len(session_id) == 33
+    raw = session_id[:32] if elicits else session_id
+    if len(raw) != 32:
+        return None
+    try:
+        return uuid.UUID(hex=raw), elicits
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +104,6 @@ class McpSession:
     toolset: AssembledToolset
     phase: ToolPhase
     journal: JournalWriter
-    started: float = field(default_factory=time.perf_counter)
     calls: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Events of one session are journaled in call order."""
@@ -82,37 +119,84 @@ async def assemble_for_mcp(agent: Agent, runs: RunManager) -> AssembledToolset:
 
 
 class McpSessions:
-    """The sessions this process serves (their runs are claimed from the lost-run sweep)."""
+    """The sessions this process holds (their runs are claimed from the lost-run sweep)."""
 
     def __init__(self, runs: RunManager) -> None:
         self.runs = runs
         self.sessions: dict[str, McpSession] = {}
         self._opening: dict[str, asyncio.Lock] = {}
+        self.handing_over = False
+        """Set at shutdown: sessions that end here now are left for another worker."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        runs.resumable[RUN_KIND] = self.sweep
+
+    @property
+    def idle_s(self) -> float:
+        return self.runs.settings.mcp_session_idle_s
 
     def get(self, session_id: str) -> McpSession | None:
         return self.sessions.get(session_id)
 
-    async def open(
-        self, session_id: str, caller: Caller, *, toolset: AssembledToolset | None = None
-    ) -> McpSession:
-        """The session's state, creating its run on first use (`toolset`: already built)."""
+    # --- which worker serves a session --------------------------------------------------
+
+    async def admit(
+        self, db: AsyncSession, session_id: str, *, agent_id: uuid.UUID, key_id: uuid.UUID
+    ) -> bool:
+        """May this request continue the session (in the caller's transaction)?
+
+        The session's run must be open, of this agent and this key. The run records the
+        worker that serves the session last: when that was another one, this worker takes it
+        over and rebuilds the session from the journal (what it holds may be stale)."""
+        parsed = parse_session_id(session_id)
+        if parsed is None:
+            return False
+        run_id = parsed[0]
+        stmt = select(
+            Run.kind, Run.status, Run.agent_id, Run.api_key_id, Run.worker_id, Run.updated_at
+        ).where(Run.id == run_id)
+        row = (await db.execute(stmt)).one_or_none()
+        if row is None or (row.kind, row.status) != (RUN_KIND, RUNNING):
+            return False
+        if row.agent_id != agent_id or row.api_key_id != key_id:
+            return False
+        me = self.runs.worker_id
+        moved = row.worker_id != me
+        # Activity is recorded coarsely (the sweep's idle clock), ownership at every move.
+        seen = _aware(row.updated_at)
+        if moved or (utcnow() - seen).total_seconds() > min(60.0, self.idle_s / 10):
+            await db.execute(
+                update(Run)
+                .where(Run.id == run_id, Run.status == RUNNING)
+                .values(worker_id=me, updated_at=utcnow())
+            )
+        if moved:
+            stale = self.sessions.pop(session_id, None)
+            if stale is not None:
+                self._later(self._release_after_calls(stale))
+        return True
+
+    def _later(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(job)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- opening and resuming -----------------------------------------------------------
+
+    async def open(self, session_id: str, caller: Caller) -> McpSession:
+        """The session's state: the one this worker holds, or rebuilt from the journal."""
         lock = self._opening.setdefault(session_id, asyncio.Lock())
         async with lock:
             existing = self.sessions.get(session_id)
             if existing is not None:
                 return existing
-            state = await self.start(caller, toolset)
-            self.bind(session_id, state)
+            state = await self.resume(session_id, caller)
+            self.sessions[session_id] = state
             return state
 
-    def bind(self, session_id: str, state: McpSession) -> None:
-        """The MCP SDK named the session: requests carrying its id reach this state."""
-        state.session_id = session_id
-        self.sessions[session_id] = state
-
-    async def start(self, caller: Caller, toolset: AssembledToolset | None = None) -> McpSession:
+    async def start(self, caller: Caller, *, elicitation: bool) -> McpSession:
         """Create the session's run (counted against the key's run rate) and journal
-        `run_started`; `QuiverError`s (429) come before any MCP exchange."""
+        `run_started`; `QuiverError`s (429) come before any MCP exchange. The state is held
+        here under its session id at once (`drop` it if no session comes of it)."""
         agent, principal = caller.agent, caller.principal
         run_id = uuid.uuid4()
         self.runs.claim(run_id)
@@ -139,11 +223,62 @@ class McpSessions:
                     )
                 )
                 await session.commit()
-            if toolset is None:
-                toolset = await assemble_for_mcp(agent, self.runs)
+            toolset = await assemble_for_mcp(agent, self.runs)
         except BaseException:
             self.runs.unclaim(run_id)
             raise
+        state = self._state(session_id_for(run_id, elicitation=elicitation), caller, toolset)
+        await state.journal.write(
+            RunStarted(
+                run_id=str(run_id),
+                conversation_id=str(conversation.id),
+                agent_id=str(agent.id),
+                modes=toolset.modes.as_dict(),
+                tools=[t.name for t in toolset.tools],
+            )
+        )
+        self.sessions[state.session_id] = state
+        logger.info("MCP session opened as run %s", run_id)
+        return state
+
+    async def resume(self, session_id: str, caller: Caller) -> McpSession:
+        """Rebuild a session another worker opened (or served since) from its run's journal:
+        the tools `request_tools` loaded, the number of calls, the next event number."""
+        parsed = parse_session_id(session_id)
+        if parsed is None:
+            raise LookupError(session_id)
+        run_id = parsed[0]
+        self.runs.claim(run_id)
+        try:
+            async with self.runs.sessionmaker() as db:
+                events = RunEventRecord.run_id == run_id
+                last = await db.scalar(select(func.max(RunEventRecord.seq)).where(events))
+                calls = await db.scalar(
+                    select(func.count()).where(events, RunEventRecord.kind == "tool_call")
+                )
+                loaded = (
+                    await db.scalars(
+                        select(RunEventRecord.data)
+                        .where(events, RunEventRecord.kind == "tools_loaded")
+                        .order_by(RunEventRecord.seq)
+                    )
+                ).all()
+            toolset = await assemble_for_mcp(caller.agent, self.runs)
+        except BaseException:
+            self.runs.unclaim(run_id)
+            raise
+        for data in loaded:
+            toolset.activate(data.get("names") or [])
+        state = self._state(session_id, caller, toolset, calls=int(calls or 0))
+        state.journal.seq = int(last or 0)
+        logger.info("MCP session of run %s resumed on this worker", run_id)
+        return state
+
+    def _state(
+        self, session_id: str, caller: Caller, toolset: AssembledToolset, *, calls: int = 0
+    ) -> McpSession:
+        agent, principal = caller.agent, caller.principal
+        run_id = uuid.UUID(hex=session_id[:32])
         settings = self.runs.settings
         ctx = CallContext(
             run_id=str(run_id),
@@ -151,12 +286,13 @@ class McpSessions:
             api_key_id=str(principal.key_id),
             user=principal.user,
         )
-        state = McpSession(
-            session_id="",
+        return McpSession(
+            session_id=session_id,
             run_id=run_id,
             agent=agent,
             principal=principal,
             toolset=toolset,
+            calls=calls,
             phase=ToolPhase(
                 toolset=toolset,
                 ctx=ctx,
@@ -168,17 +304,8 @@ class McpSessions:
             ),
             journal=JournalWriter(run_id=run_id, batcher=self.runs.journal),
         )
-        await state.journal.write(
-            RunStarted(
-                run_id=str(run_id),
-                conversation_id=str(conversation.id),
-                agent_id=str(agent.id),
-                modes=toolset.modes.as_dict(),
-                tools=[t.name for t in toolset.tools],
-            )
-        )
-        logger.info("MCP session opened as run %s", run_id)
-        return state
+
+    # --- calls ---------------------------------------------------------------------------
 
     async def call(
         self,
@@ -210,38 +337,129 @@ class McpSessions:
         text = (messages[-1].content or "") if messages else ""
         return CallOutcome(text=text, ok=ok, loaded=loaded)
 
+    # --- ending --------------------------------------------------------------------------
+
     async def close(self, session_id: str) -> None:
-        """End the session's run (`run_finished`), after DELETE, idle timeout or shutdown."""
+        """The client ended the session (DELETE): its run finishes, whoever held it."""
         state = self.sessions.pop(session_id, None)
         self._opening.pop(session_id, None)
+        parsed = parse_session_id(session_id)
         if state is not None:
-            await self.finish(state)
+            async with state.lock:  # the events of a call in flight come first
+                await self._finish(state.run_id)
+            await self._release(state)
+        elif parsed is not None:
+            await self._finish(parsed[0])
 
-    async def finish(self, state: McpSession) -> None:
-        """Journal `run_finished` and settle the run; release what the session held."""
+    async def ended_here(self, session_id: str) -> None:
+        """The transport of a session ended in this process (idle timeout, DELETE, shutdown).
+
+        Idle: the run finishes if this worker served the session last (else another one
+        serves it now). At shutdown the session is left for another worker to resume."""
+        state = self.sessions.pop(session_id, None)
+        self._opening.pop(session_id, None)
+        parsed = parse_session_id(session_id)
         try:
-            async with state.lock:
+            if parsed is not None and not self.handing_over:
+                async with self.runs.sessionmaker() as db:
+                    worker = await db.scalar(
+                        select(Run.worker_id).where(Run.id == parsed[0], Run.status == RUNNING)
+                    )
+                if worker == self.runs.worker_id:
+                    if state is not None:
+                        async with state.lock:
+                            await self._finish(parsed[0])
+                    else:
+                        await self._finish(parsed[0])
+        except Exception:
+            logger.exception("could not end the MCP session of run %s", session_id[:32])
+        finally:
+            if state is not None:
+                await self._release(state)
+
+    async def drop(self, state: McpSession) -> None:
+        """No session came of an opening request: its run ends at once."""
+        self.sessions.pop(state.session_id, None)
+        await self._finish(state.run_id)
+        await self._release(state)
+
+    async def sweep(self, run: Run) -> None:
+        """A session no live worker holds (its worker died or handed it over): it ends once
+        it has been idle for `mcp_session_idle_s`, like one a worker holds."""
+        async with self.runs.sessionmaker() as db:
+            latest = await db.scalar(
+                select(func.max(RunEventRecord.created_at)).where(RunEventRecord.run_id == run.id)
+            )
+        seen = max(_aware(run.updated_at), _aware(latest or run.updated_at))
+        if (utcnow() - seen).total_seconds() >= self.idle_s:
+            await self._finish(run.id)
+
+    async def _finish(self, run_id: uuid.UUID) -> None:
+        """Journal `run_finished` after the run's last event and settle it: once, however
+        many workers try (the UPDATE is guarded by the run still running)."""
+        try:
+            async with self.runs.sessionmaker() as db:
+                created = await db.scalar(select(Run.created_at).where(Run.id == run_id))
+                events = RunEventRecord.run_id == run_id
+                calls = int(
+                    await db.scalar(
+                        select(func.count()).where(events, RunEventRecord.kind == "tool_call")
+                    )
+                    or 0
+                )
+                closed = await db.execute(
+                    update(Run)
+                    .where(Run.id == run_id, Run.status == RUNNING)
+                    .values(
+                        status="completed",
+                        iterations=calls,
+                        usage={},
+                        finished_at=utcnow(),
+                        updated_at=utcnow(),
+                    )
+                )
+                if getattr(closed, "rowcount", 0) != 1:
+                    return  # already finished (another worker, DELETE and idle at once)
+                elapsed = (utcnow() - _aware(created or utcnow())).total_seconds()
                 event = RunFinished(
                     status="completed",
-                    iterations=state.calls,
+                    iterations=calls,
                     usage={},
-                    elapsed_ms=round((time.perf_counter() - state.started) * 1000, 2),
+                    elapsed_ms=round(elapsed * 1000, 2),
                 )
-
-                async def settle(session: AsyncSession) -> None:
-                    await RunRepository(session).finish(
-                        state.run_id, status="completed", iterations=state.calls, usage={}
-                    )
-
-                await state.journal.write(event, also=settle)
+                seq = int(await db.scalar(select(func.max(RunEventRecord.seq)).where(events)) or 0)
+                await RunRepository(db).append_event(
+                    run_id, seq + 1, event.kind, event_payload(event)
+                )
+                await self.runs.hub.announce(db, run_id)
+                await db.commit()
+            self.runs.hub.wake(run_id)
         except Exception:
-            logger.exception("could not finish the run %s of an MCP session", state.run_id)
-        finally:
-            self.runs.journal.release(state.run_id)
-            self.runs.unclaim(state.run_id)
-            with contextlib.suppress(Exception):
-                await state.toolset.aclose()
+            logger.exception("could not finish the run %s of an MCP session", run_id)
+
+    async def _release_after_calls(self, state: McpSession) -> None:
+        async with state.lock:
+            await self._release(state)
+
+    async def _release(self, state: McpSession) -> None:
+        """Let go of what this worker held for the session (the run goes on, or is over)."""
+        self.runs.journal.release(state.run_id)
+        self.runs.unclaim(state.run_id)
+        with contextlib.suppress(Exception):
+            await state.toolset.aclose()
 
     async def aclose(self) -> None:
+        """Shutdown: the sessions stay open for other workers (or this one after a restart)."""
+        self.handing_over = True
+        self.runs.resumable.pop(RUN_KIND, None)
         for session_id in list(self.sessions):
-            await self.close(session_id)
+            state = self.sessions.pop(session_id)
+            async with state.lock:
+                await self._release(state)
+        for task in list(self._tasks):
+            with contextlib.suppress(Exception):
+                await task
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

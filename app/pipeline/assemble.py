@@ -1,8 +1,8 @@
 """The per-request tool pipeline (docs/contract.md §4.1): eight small steps, each tested on its own.
 
-1 built-ins · 2 category filter · 3-6 one step per kind of stored source (connectors,
-databases, MCP servers, then `call_agent` over the delegates, skills; `sources/kinds.py`) ·
-7 tool profile · 8 runtime selection.
+1 built-ins, plus `knowledge` over the agent's knowledge bases · 2 category filter · 3-6 one
+step per kind of stored source (connectors, databases, MCP servers, then `call_agent` over the
+delegates, skills; `sources/kinds.py`) · 7 tool profile · 8 runtime selection.
 Each kind gives one meta-tool in progressive mode or its legacy tools; every step composes
 toolsets (docs/architecture.md, rule "compose, do not branch") instead of editing them.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from app.agents.config import ToolProfile
+from app.agents.config import Knowledge, ToolProfile
 from app.agents.models import Agent
 from app.config import Settings
 from app.pipeline.mode import ResolvedModes, RunConfig, run_config
@@ -19,6 +19,9 @@ from app.pipeline.selection import LlmSelector, SelectionResult, local_rank, sel
 from app.pipeline.sources.backends import Backends
 from app.pipeline.sources.builtins import builtin_toolset
 from app.pipeline.sources.kinds import SOURCES, KindPart
+from app.pipeline.sources.knowledge import KIND as KNOWLEDGE_KIND
+from app.pipeline.sources.knowledge import NAME as KNOWLEDGE_NAME
+from app.pipeline.sources.knowledge import knowledge_toolset
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.profile import apply_profile
 from app.tools.base import Toolset
@@ -27,8 +30,8 @@ from app.tools.meta.request_tools import RequestToolsToolset
 from app.tools.names import NameAllocator
 from app.tools.wrappers import ActiveSetToolset, FilteredToolset
 
-KINDS = ("builtin", *(source.kind for source in SOURCES))
-META_NAMES = frozenset({*(source.meta_name for source in SOURCES), "request_tools"})
+KINDS = ("builtin", KNOWLEDGE_KIND, *(source.kind for source in SOURCES))
+META_NAMES = frozenset({*(source.meta_name for source in SOURCES), KNOWLEDGE_NAME, "request_tools"})
 
 
 # --- step 1 and 2 -------------------------------------------------------------------------
@@ -37,6 +40,16 @@ META_NAMES = frozenset({*(source.meta_name for source in SOURCES), "request_tool
 def step_builtins(backends: Backends) -> Toolset:
     """Step 1: `http_fetch`, `recall_knowledge`."""
     return builtin_toolset(backends)
+
+
+def step_knowledge(
+    agent: Agent, backends: Backends, config: Knowledge | None, allowed: frozenset[str]
+) -> Toolset | None:
+    """Step 1b: one `knowledge` tool over the agent's knowledge bases (category `knowledge`)."""
+    if KNOWLEDGE_KIND not in allowed:
+        return None
+    min_score = (config or Knowledge()).min_score
+    return knowledge_toolset(agent.knowledge_bases, backends.knowledge, min_score=min_score)
 
 
 def allowed_kinds(tool_categories: Sequence[object] | None) -> frozenset[str]:
@@ -132,15 +145,20 @@ async def assemble_toolset(
 
     `config` is the run's resolved configuration (resolved here from the agent when not
     given); `modes` overrides its modes (the preview's all-legacy baseline); `select=False`
-    skips step 8. `agent` must have connectors (with actions), databases, mcp_servers and
-    skills loaded.
+    skips step 8. `agent` must have connectors (with actions), databases, mcp_servers,
+    skills and knowledge_bases loaded.
     """
     config = config or run_config(agent.model_config_json, settings)
     modes = modes or config.modes
     allowed = allowed_kinds(agent.tool_categories)
     builtins = step_category_filter(step_builtins(backends), allowed)
+    knowledge = step_knowledge(agent, backends, config.knowledge, allowed)
     parts = _kind_parts(agent, modes, backends, allowed, query)
-    sources = [builtins, *(p.toolset for p in parts if p.toolset is not None)]
+    sources = [
+        builtins,
+        *([knowledge] if knowledge is not None else []),
+        *(p.toolset for p in parts if p.toolset is not None),
+    ]
     base = CombinedToolset(sources, label="agent")
     full = step_profile(base, config.tool_profile)
     pinned = frozenset().union(*(p.pinned for p in parts))

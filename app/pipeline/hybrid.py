@@ -1,10 +1,13 @@
-"""Hybrid tool ranker (strategy `hybrid`): lexical scores fused with static word embeddings.
+"""Hybrid tool ranker (strategy `hybrid`): lexical scores fused with two static embedding models.
 
-The embedding model is WordLlama's 256-dimension static model, whose weights ship inside the
-`wordllama` wheel; it is loaded from the installed package only, never from the network. Per
-request, the lexical (BM25F) scores and the cosine similarities are z-normalised across the
-tools and fused (0.25 lexical + 0.75 embedding). A request of several clauses ("find X, then
-do Y") is also scored clause by clause: the final score is 0.65 x the whole request's score
+Both models are static (a text's vector is the mean of its tokens' vectors, no transformer at run
+time) and load from files on disk only, never from the network:
+- WordLlama's 256-dimension model, whose weights ship inside the `wordllama` wheel;
+- a 256-dimension token table distilled offline from all-MiniLM-L6-v2, shipped in this repository
+  (app/pipeline/static_model.py, app/pipeline/models/README.md for its licence).
+Per request, the lexical (BM25F) scores and each model's cosine similarities are z-normalised
+across the tools and added with the weights in `FUSION`. A request of several clauses ("find X,
+then do Y") is also scored clause by clause: the final score is 0.65 x the whole request's score
 plus 0.35 x the best clause's, so a tool that fits one part well is not drowned by the rest.
 """
 
@@ -12,9 +15,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
-from threading import Lock
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -26,17 +28,31 @@ from app.pipeline.ranker import (
     ScoredTool,
     schema_parameter_names,
 )
-from app.pipeline.text import words
+from app.pipeline.static_model import StaticModel
+from app.retrieval.embedding import Embedder as _Embedder
+from app.retrieval.fusion import znorm as _znorm
+from app.retrieval.text import words
 from app.tools.base import ToolDef
 
 Matrix = npt.NDArray[np.float32]
 Vector = npt.NDArray[np.float64]
 
-LEXICAL_WEIGHT = 0.25
-EMBEDDING_WEIGHT = 0.75
-WHOLE_WEIGHT = 0.65
-CLAUSE_WEIGHT = 0.35
-EMBEDDING_DIM = 256
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """Weights of the z-normalised signals, and of the whole request against its best clause."""
+
+    lexical: float
+    wordllama: float
+    minilm: float
+    """The static model distilled from MiniLM (app/pipeline/static_model.py)."""
+    whole: float = 0.65
+    clause: float = 0.35
+
+
+FUSION = Fusion(lexical=0.25, wordllama=0.45, minilm=0.5)
+"""Chosen on the `tune` half of the selection benchmark (bench/selection.py), by a grid over the
+three weights (0.15-0.35 lexical, 0.3-0.6 each model); the `test` half is reported."""
 _MAX_CLAUSES = 6
 _MIN_CLAUSE_WORDS = 2
 _CLAUSE_SPLIT = re.compile(
@@ -45,77 +61,19 @@ _CLAUSE_SPLIT = re.compile(
 )
 _LEADING_JOINER = re.compile(r"^(?:and then|and|then|also|plus)\s+", re.IGNORECASE)
 _DESCRIPTION_CHARS = 400
-_MAX_TEXT_CHARS = 2000
-_BATCH = 256
 
 
-class _Embedder:
-    """The WordLlama model, loaded once per process from the installed package."""
-
-    _model: ClassVar[Any] = None
-    _lock: ClassVar[Lock] = Lock()
-
-    @classmethod
-    def model(cls) -> Any:
-        if cls._model is None:
-            with cls._lock:
-                if cls._model is None:
-                    import wordllama
-                    from threadpoolctl import threadpool_limits
-                    from wordllama import WordLlama
-
-                    # A (tools x 256) by (256 x few) product is memory-bound: BLAS threads
-                    # only add start-up and, on a shared machine, milliseconds of waiting.
-                    threadpool_limits(limits=1, user_api="blas")
-
-                    home = Path(wordllama.__file__).resolve().parent
-                    cls._model = WordLlama.load(
-                        dim=EMBEDDING_DIM, cache_dir=home, disable_download=True
-                    )
-        return cls._model
-
-    @classmethod
-    def embed(cls, texts: Sequence[str]) -> Matrix:
-        """Unit-length rows, one per text (zeros for a text with no known token).
-
-        Mean of each text's token vectors, text by text: the package's own batch call pads
-        a batch to its longest text, which for long tool descriptions costs 100+ MB.
-        """
-        model = cls.model()
-        table = model.embedding
-        vectors = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
-        for start in range(0, len(texts), _BATCH):
-            encoded = model.tokenizer.encode_batch(
-                [t[:_MAX_TEXT_CHARS] for t in texts[start : start + _BATCH]],
-                add_special_tokens=False,
-            )
-            for i, enc in enumerate(encoded, start=start):
-                ids = np.asarray(enc.ids, dtype=np.int64)[np.asarray(enc.attention_mask) > 0]
-                if ids.size:
-                    vectors[i] = table[np.clip(ids, 0, table.shape[0] - 1)].mean(axis=0)
-        return _unit_rows(vectors)
-
-    @classmethod
-    def embed_few(cls, texts: Sequence[str]) -> Matrix:
-        """`embed` for a handful of short texts (a request and its clauses).
-
-        Encodes one text at a time: the tokenizer's batch call starts a thread pool, which
-        costs milliseconds on a busy machine for what takes microseconds.
-        """
-        model = cls.model()
-        table = model.embedding
-        vectors = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
-        for i, text in enumerate(texts):
-            ids = model.tokenizer.encode(text, add_special_tokens=False).ids
-            if ids:
-                vectors[i] = table[np.clip(ids, 0, table.shape[0] - 1)].mean(axis=0)
-        return _unit_rows(vectors)
-
-
-def _unit_rows(vectors: Matrix) -> Matrix:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    out: Matrix = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-    return out
+def clause_spans(query: str, clauses: Sequence[str]) -> list[tuple[int, int]] | None:
+    """Where each clause sits in the request (None if one cannot be found verbatim)."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for clause in clauses:
+        at = query.find(clause, pos)
+        if at < 0:
+            return None
+        spans.append((at, at + len(clause)))
+        pos = at + len(clause)
+    return spans
 
 
 def split_clauses(query: str) -> list[str]:
@@ -132,44 +90,74 @@ def tool_text(tool: ToolDef) -> str:
     return f"{name}. {tool.description[:_DESCRIPTION_CHARS]} {params}".strip()
 
 
-def _znorm(scores: Vector) -> Vector:
-    std = float(scores.std())
-    if std <= 1e-12:
-        return np.zeros_like(scores)
-    out: Vector = (scores - scores.mean()) / std
-    return out
-
-
-def _fuse(lexical: Vector, similarity: Vector) -> Vector:
-    out: Vector = LEXICAL_WEIGHT * _znorm(lexical) + EMBEDDING_WEIGHT * _znorm(similarity)
+def _fuse(w: Fusion, lexical: Vector, wordllama: Vector | None, minilm: Vector | None) -> Vector:
+    out: Vector = w.lexical * _znorm(lexical)
+    if wordllama is not None:
+        out += w.wordllama * _znorm(wordllama)
+    if minilm is not None:
+        out += w.minilm * _znorm(minilm)
     return out
 
 
 class HybridRanker(CachedRanker):
     """Rank a fixed set of tools against free-text requests: lexical and embedding scores fused."""
 
+    fusion: ClassVar[Fusion] = FUSION
+
     def __init__(
         self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
     ) -> None:
         super().__init__(tools, abstain_threshold=abstain_threshold)
         self.lexical = LexicalRanker(tools, abstain_threshold=abstain_threshold)
-        self._matrix = _Embedder.embed([tool_text(t) for t in tools])
+        texts = [tool_text(t) for t in tools]
+        self._matrix = _Embedder.embed(texts) if self.fusion.wordllama else None
+        self._static = StaticModel.shared() if self.fusion.minilm else None
+        if self._static is not None:
+            ids = [self._static.ids(t) for t in texts]
+            self._idf = self._static.idf_weights(ids)
+            self._minilm: Matrix = self._static.embed_ids(ids, self._idf)
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
         """(fused score per tool, lexical score per tool), in input order."""
         lexical = self.lexical.score_array(query)
         if not self._names or not query.strip():
             return lexical, lexical
+        w = self.fusion
         clauses = split_clauses(query)
-        vectors = _Embedder.embed_few([query, *clauses])
-        similarity = (self._matrix @ vectors.T).astype(np.float64)
-        fused = _fuse(lexical, similarity[:, 0])
+        texts = [query, *clauses]
+        wordllama: Vector | None = None
+        if self._matrix is not None:
+            # WordLlama encodes each clause on its own (sliced from the request, a clause's first
+            # word would get a different, mid-sentence token).
+            wordllama = (self._matrix @ _Embedder.embed_few(texts).T).astype(np.float64)
+        minilm: Vector | None = None
+        if self._static is not None:
+            # WordPiece splits at spaces and punctuation, so a clause's tokens are exactly the
+            # request's tokens inside its span: one encode serves the request and its clauses.
+            static = self._static
+            spans = clause_spans(query, clauses)
+            ids = (
+                [static.ids(t) for t in texts] if spans is None else static.ids_spans(query, spans)
+            )
+            minilm = (self._minilm @ static.embed_ids(ids, self._idf).T).astype(np.float64)
+
+        def column(m: Vector | None, i: int) -> Vector | None:
+            return None if m is None else m[:, i]
+
+        fused = _fuse(w, lexical, column(wordllama, 0), column(minilm, 0))
         if clauses:
-            best = _fuse(self.lexical.score_array(clauses[0]), similarity[:, 1])
-            for i, clause in enumerate(clauses[1:], start=2):
-                part = _fuse(self.lexical.score_array(clause), similarity[:, i])
-                np.maximum(best, part, out=best)
-            fused = WHOLE_WEIGHT * fused + CLAUSE_WEIGHT * best
+            best: Vector | None = None
+            for i, clause in enumerate(clauses, start=1):
+                part = _fuse(
+                    w,
+                    # Names the request spells out already count in the whole request's score.
+                    self.lexical.score_array(clause, names=False),
+                    column(wordllama, i),
+                    column(minilm, i),
+                )
+                best = part if best is None else np.maximum(best, part)
+            if best is not None:
+                fused = w.whole * fused + w.clause * best
         return fused, lexical
 
     def scores(self, query: str) -> list[float]:

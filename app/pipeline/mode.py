@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from app.agents.config import (
     AgentConfig,
     Approval,
+    Knowledge,
     PreHydration,
     StepIteration,
     ToolProfile,
@@ -70,6 +71,8 @@ class RunConfig:
     """Tokens the prompt may use: the model's context size minus the output reserve."""
     approval: Approval | None = None
     """Which calls wait for a person (see `app.approvals`)."""
+    knowledge: Knowledge | None = None
+    """The `knowledge` tool's settings (`min_score`)."""
 
 
 def parse_agent_config(raw: dict[str, Any] | None) -> AgentConfig:
@@ -104,6 +107,7 @@ def resolve_config(config: AgentConfig, settings: Settings) -> RunConfig:
         pre_hydration=config.pre_hydration,
         temperature=config.temperature,
         approval=config.approval,
+        knowledge=config.knowledge,
         context_budget=max(
             256,
             (config.context_tokens or settings.llm_context_tokens)

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 import re
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -23,18 +21,13 @@ import numpy.typing as npt
 from rapidfuzz import fuzz, process
 
 from app.kit.lru import Lru
-from app.pipeline.text import STOPWORDS, SYNONYMS, tokenize, words
+from app.retrieval.lexical import FieldWeight as _Field
+from app.retrieval.lexical import Postings, build_postings, query_terms, score
+from app.retrieval.text import STOPWORDS, SYNONYMS, tokenize, words
 from app.tools.base import ToolDef
 
-K1 = 1.2
 DEFAULT_ABSTAIN_THRESHOLD = 0.4
 """Best score below which nothing looks relevant (about 5% false abstains on BFCL live)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    weight: float
-    b: float
 
 
 # Order matches `_tool_fields`. Tuned on the shared selection datasets (bench/selection.py).
@@ -61,9 +54,6 @@ _MAX_IDENTIFIERS = 16
 """Fuzzy lookups per request; bounds the cost of pasted code or logs."""
 _MAX_SCHEMA_DEPTH = 3
 _CACHE_SIZE = 8
-
-
-_Posting = tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,45 +98,14 @@ def _tool_fields(tool: ToolDef) -> tuple[list[str], ...]:
     )
 
 
-def _bigrams(tokens: Sequence[str]) -> list[str]:
-    return [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
-
-
-def _build_postings(tools: Sequence[ToolDef]) -> dict[str, _Posting]:
+def _build_postings(tools: Sequence[ToolDef]) -> Postings:
     """term -> (tool indexes, idf * saturated BM25F pseudo term frequency per tool)."""
-    docs = [_tool_fields(t) for t in tools]
-    avg_len = [
-        max(1.0, sum(len(d[f]) for d in docs) / max(1, len(docs))) for f in range(len(_FIELDS))
-    ]
-    pseudo_tf: list[dict[str, float]] = []
-    df: dict[str, int] = {}
-    for fields in docs:
-        acc: dict[str, float] = {}
-        for f, tokens in enumerate(fields):
-            spec = _FIELDS[f]
-            scale = spec.weight / (1.0 - spec.b + spec.b * len(tokens) / avg_len[f])
-            for term in tokens:
-                acc[term] = acc.get(term, 0.0) + scale
-            if f < _BIGRAM_FIELDS:
-                bigram_scale = _BIGRAM_WEIGHT * scale
-                for term in _bigrams(tokens):
-                    acc[term] = acc.get(term, 0.0) + bigram_scale
-        for term in acc:
-            df[term] = df.get(term, 0) + 1
-        pseudo_tf.append(acc)
-    n = len(docs)
-    idf = {term: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for term, d in df.items()}
-    lists: dict[str, list[tuple[int, float]]] = {term: [] for term in df}
-    for i, acc in enumerate(pseudo_tf):
-        for term, ptf in acc.items():
-            lists[term].append((i, idf[term] * ptf / (K1 + ptf)))
-    return {
-        term: (
-            np.fromiter((i for i, _ in pairs), dtype=np.intp, count=len(pairs)),
-            np.fromiter((w for _, w in pairs), dtype=np.float64, count=len(pairs)),
-        )
-        for term, pairs in lists.items()
-    }
+    return build_postings(
+        [_tool_fields(t) for t in tools],
+        _FIELDS,
+        bigram_fields=_BIGRAM_FIELDS,
+        bigram_weight=_BIGRAM_WEIGHT,
+    )
 
 
 class _NameMatcher:
@@ -155,22 +114,25 @@ class _NameMatcher:
     def __init__(self, names: Sequence[str]) -> None:
         self.phrases = [" ".join(words(n)) for n in names]
         self.sizes = [len(set(p.split())) for p in self.phrases]
-        self.by_word: dict[str, list[int]] = {}
+        self._sizes = np.asarray(self.sizes, dtype=np.int32)
+        by_word: dict[str, list[int]] = {}
         for i, phrase in enumerate(self.phrases):
             for w in set(phrase.split()):
-                self.by_word.setdefault(w, []).append(i)
+                by_word.setdefault(w, []).append(i)
+        self.by_word = {w: np.asarray(ids, dtype=np.intp) for w, ids in by_word.items()}
 
     def mentions(self, query: str) -> dict[int, float]:
         """Tool index -> similarity (0-100) for names mentioned in the request."""
         qwords = words(query)
         qphrase = " ".join(qwords)
         found: dict[int, float] = {}
-        shared = Counter(
-            i for w in set(qwords) if w not in STOPWORDS for i in self.by_word.get(w, ())
-        )
-        for i, count in shared.items():
-            if 2 * count < self.sizes[i]:
-                continue  # fewer than half the name's words occur: not a mention
+        shared = np.zeros(len(self.phrases), dtype=np.int32)
+        for w in set(qwords):
+            ids = self.by_word.get(w)
+            if ids is not None and w not in STOPWORDS:
+                shared[ids] += 1  # a word lists each name at most once
+        # A mention needs at least half the name's words in the request.
+        for i in np.flatnonzero((shared > 0) & (2 * shared >= self._sizes)).tolist():
             phrase = self.phrases[i]
             if len(phrase) > len(qphrase):
                 sim = fuzz.ratio(phrase, qphrase)
@@ -231,32 +193,24 @@ class LexicalRanker(CachedRanker):
         self._matcher = _NameMatcher(self._names)
 
     def _query_terms(self, query: str) -> dict[str, float]:
-        tokens = tokenize(query)
-        weights: dict[str, float] = {t: float(c) for t, c in Counter(tokens).items()}
-        for term in _bigrams(tokens):
-            if term in self._postings:
-                weights[term] = weights.get(term, 0.0) + 1.0
-        for term in set(tokens):
-            # Expand only words the catalog never uses: where it says "fetch" itself, expanding
-            # a request's "fetch" to every "get"/"retrieve" tool measurably hurts precision.
-            if term in self._postings:
-                continue
-            for syn in SYNONYMS.get(term, ()):
-                weights.setdefault(syn, _EXPANSION_WEIGHT)
-        return weights
+        return query_terms(
+            tokenize(query),
+            self._postings,
+            synonyms=SYNONYMS,
+            expansion_weight=_EXPANSION_WEIGHT,
+        )
 
     def scores(self, query: str) -> list[float]:
         """Score per tool, in input order (0.0 = no evidence)."""
         return [float(x) for x in self.score_array(query)]
 
-    def score_array(self, query: str) -> npt.NDArray[np.float64]:
-        """`scores` as a numpy vector (one vectorised add per query term)."""
-        scores = np.zeros(len(self._names), dtype=np.float64)
-        for term, qw in self._query_terms(query).items():
-            posting = self._postings.get(term)
-            if posting is not None:
-                scores[posting[0]] += qw * posting[1]  # a term lists each tool at most once
-        mentions = self._matcher.mentions(query)
+    def score_array(self, query: str, *, names: bool = True) -> npt.NDArray[np.float64]:
+        """`scores` as a numpy vector (one vectorised add per query term).
+
+        `names=False` leaves out the bonus for tools the request names (the fuzzy part).
+        """
+        scores = score(self._postings, self._query_terms(query), len(self._names))
+        mentions = self._matcher.mentions(query) if names else None
         if mentions:
             # Scaled to the best lexical score so a named tool outranks merely similar ones.
             unit = float(scores.max()) + 1.0

@@ -22,7 +22,7 @@ PAGE = 25
 LIST_ALL = 200
 MAX_UPLOAD = 5_000_000
 RUN_STATUSES = ("running", "completed", "max_iterations", "stopped", "cancelled", "failed")
-TOOL_KINDS = ("connector", "database", "mcp", "skill", "agent", "builtin")
+TOOL_KINDS = ("connector", "database", "mcp", "skill", "knowledge", "agent", "builtin")
 
 
 async def signed_in(request: Request, session: SessionDep) -> Console:

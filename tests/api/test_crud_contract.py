@@ -15,6 +15,7 @@ from tests.agents import test_router as agents
 from tests.connectors import test_router as connectors
 from tests.databases import test_router as databases
 from tests.fixtures.crud import check_duplicates, check_slugs, check_unknown_ids
+from tests.knowledge import test_router as knowledge
 from tests.mcp import test_router as mcp
 from tests.skills import test_router as skills
 
@@ -26,6 +27,7 @@ NAMED: dict[str, tuple[str, Factory]] = {
     "databases": (databases.PATH, databases.database),
     "mcp-servers": (mcp.PATH, mcp.remote),
     "skills": (skills.PATH, skills.skill),
+    "knowledge-bases": (knowledge.PATH, knowledge.knowledge_base),
 }
 """Resources with a unique slug `name`: path and a factory of valid bodies."""
 

@@ -270,7 +270,7 @@ async def test_selection_above_threshold_then_request_tools_loads_more(
     )
     events = await chat(live, agent["id"], "list widgets")
     selection = next(e for e in events if e.event == "tool_selection")
-    assert selection.data["strategy"] == "lexical"
+    assert selection.data["strategy"] == "hybrid"
     assert selection.data["total"] > 5
     first_tools = [t["function"]["name"] for t in scripted_llm.requests[0]["tools"]]
     assert "request_tools" in first_tools

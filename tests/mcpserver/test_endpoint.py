@@ -583,3 +583,61 @@ async def test_calls_that_need_approval_ask_through_elicitation_or_fail_clearly(
             "database", {"subcommand": "discover", "database": agent["database"]["name"]}
         )
         assert not discover.is_error, text(discover)
+
+
+async def _open_raw(
+    raw: httpx.AsyncClient, url: str, key: str, capabilities: dict[str, Any]
+) -> tuple[httpx.Response, dict[str, str]]:
+    """`initialize` and `notifications/initialized` by hand: (the opening answer, headers for
+    the session's next requests)."""
+    body = INITIALIZE | {"params": INITIALIZE["params"] | {"capabilities": capabilities}}
+    auth = MCP_HEADERS | {"Authorization": f"Bearer {key}"}
+    opened = await raw.post(url, json=body, headers=auth)
+    assert opened.status_code == 200, opened.text
+    headers = auth | {
+        "Mcp-Session-Id": opened.headers["mcp-session-id"],
+        "Mcp-Protocol-Version": "2025-06-18",
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await raw.post(url, json=initialized, headers=headers)).status_code == 202
+    return opened, headers
+
+
+async def test_a_client_that_cannot_elicit_gets_plain_json_answers(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    agent = await make_agent(admin, shop_db)
+    url = f"{live_url}/mcp/agents/{agent['name']}"
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    async with httpx.AsyncClient(timeout=30) as raw:
+        plain, headers = await _open_raw(raw, url, ADMIN_TOKEN, {})
+        assert plain.headers["content-type"].startswith("application/json")
+        assert plain.json()["result"]["serverInfo"]["name"] == "quiver"
+        listed = await raw.post(url, json=listing, headers=headers)
+        assert listed.headers["content-type"].startswith("application/json")
+        assert "read_skill" in {t["name"] for t in listed.json()["result"]["tools"]}
+        await raw.delete(url, headers=headers)
+
+        streamed, headers = await _open_raw(raw, url, ADMIN_TOKEN, {"elicitation": {}})
+        assert streamed.headers["content-type"].startswith("text/event-stream")
+        listed = await raw.post(url, json=listing, headers=headers)
+        assert listed.headers["content-type"].startswith("text/event-stream")
+        assert "read_skill" in listed.text
+        await raw.delete(url, headers=headers)
+
+
+async def test_a_revoked_key_stops_working_on_an_open_session(
+    admin: httpx.AsyncClient, live_url: str, shop_db: Path
+) -> None:
+    agent = await make_agent(admin, shop_db)
+    created = await post(admin, "api-keys", {"name": unique("key"), "scopes": ["chat"]})
+    url = f"{live_url}/mcp/agents/{agent['name']}"
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    async with httpx.AsyncClient(timeout=30) as raw:
+        _opened, headers = await _open_raw(raw, url, created["key"], {})
+        assert (await raw.post(url, json=listing, headers=headers)).status_code == 200
+        revoked = await admin.delete(f"/api/v1/api-keys/{created['id']}")
+        assert revoked.status_code == 204
+        refused = await raw.post(url, json=listing, headers=headers)
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["error"] == "Unauthorized"

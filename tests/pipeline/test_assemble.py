@@ -69,7 +69,15 @@ def test_step_builtins_lists_http_fetch_and_recall(backends: Backends) -> None:
 
 
 def test_allowed_kinds() -> None:
-    assert allowed_kinds(None) == {"builtin", "connector", "database", "mcp", "agent", "skill"}
+    assert allowed_kinds(None) == {
+        "builtin",
+        "knowledge",
+        "connector",
+        "database",
+        "mcp",
+        "agent",
+        "skill",
+    }
     assert allowed_kinds(["mcp", "skill", "bogus"]) == {"mcp", "skill"}
     assert allowed_kinds([]) == frozenset()
 

@@ -1,13 +1,15 @@
-"""The hybrid ranker: lexical scores fused with WordLlama static embeddings, loaded offline."""
+"""The hybrid ranker: lexical scores fused with static embeddings (WordLlama, distilled MiniLM)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from app.config import SelectionStrategy
-from app.pipeline.hybrid import HybridRanker, split_clauses
+from app.pipeline.hybrid import HybridRanker, clause_spans, split_clauses
 from app.pipeline.ranker import LexicalRanker
 from app.pipeline.selection import select_tools
+from app.pipeline.static_model import MODEL_PATH, StaticModel
 from app.tools.base import ToolDef
 
 TOOLS = [
@@ -91,3 +93,53 @@ async def test_hybrid_strategy_selects_and_reports_itself() -> None:
     assert result.strategy is SelectionStrategy.HYBRID
     assert result.selected[0] == "book_flight"
     assert len(result.deferred) == 4
+
+
+def test_the_distilled_static_model_ships_in_the_repository() -> None:
+    """The MiniLM-distilled table loads from the package folder (no network), small and int8."""
+    assert MODEL_PATH.is_file()
+    assert MODEL_PATH.stat().st_size < 12_000_000
+    model = StaticModel(MODEL_PATH)
+    assert (model.vocab_size, model.dim) == (30522, 256)
+    assert StaticModel.shared() is StaticModel.shared()
+
+
+def test_static_model_embeds_by_meaning() -> None:
+    model = StaticModel.shared()
+    texts = [
+        "weather forecast: temperature and precipitation for a city",
+        "latest share price of a stock ticker",
+        "translate text between languages",
+    ]
+    docs = [model.ids(t) for t in texts]
+    weights = model.idf_weights(docs)
+    vectors = model.embed_ids([model.ids("will it rain in Oslo tomorrow"), *docs], weights)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert int(np.argmax(vectors[1:] @ vectors[0])) == 0
+    other = model.embed_ids([model.ids("how much is one Apple share worth")], weights)[0]
+    assert int(np.argmax(vectors[1:] @ other)) == 1
+
+
+def test_static_model_weights_rare_tokens_higher() -> None:
+    model = StaticModel.shared()
+    docs = [model.ids(t) for t in ["get weather", "get stock", "get translation"]]
+    weights = model.idf_weights(docs)
+    get, weather = model.ids("get")[0], model.ids("weather")[0]
+    assert weights[get] < weights[weather]
+    assert model.ids("\U0001f916").size == 0  # unknown tokens carry no meaning
+    empty = model.embed_ids([model.ids("")], weights)
+    assert not empty.any()
+
+
+def test_clause_tokens_are_sliced_from_one_encode() -> None:
+    """The request is tokenised once; each clause's tokens equal those of encoding it alone."""
+    model = StaticModel.shared()
+    query = "Check the weather in Oslo, then book a flight and translate it to Spanish."
+    clauses = split_clauses(query)
+    spans = clause_spans(query, clauses)
+    assert spans is not None
+    sliced = model.ids_spans(query, spans)
+    alone = [model.ids(t) for t in (query, *clauses)]
+    assert len(sliced) == len(alone) == 4
+    assert all(np.array_equal(a, b) for a, b in zip(sliced, alone, strict=True))
+    assert clause_spans("one two", ["three"]) is None

@@ -70,10 +70,10 @@ def test_seed_variable_spellings_reach_the_resolution(monkeypatch: pytest.Monkey
 @pytest.mark.parametrize(
     ("agent", "env", "threshold", "maximum", "strategy"),
     [
-        ({}, {}, 12, 6, SelectionStrategy.LEXICAL),
-        ({}, {"tool_selection_threshold": 30, "tool_selection_max": 8}, 30, 8, "lexical"),
-        ({"tool_selection_threshold": 5}, {"tool_selection_threshold": 30}, 5, 6, "lexical"),
-        ({"tool_selection_max": 3}, {"tool_selection_max": 9}, 12, 3, "lexical"),
+        ({}, {}, 12, 6, SelectionStrategy.HYBRID),
+        ({}, {"tool_selection_threshold": 30, "tool_selection_max": 8}, 30, 8, "hybrid"),
+        ({"tool_selection_threshold": 5}, {"tool_selection_threshold": 30}, 5, 6, "hybrid"),
+        ({"tool_selection_max": 3}, {"tool_selection_max": 9}, 12, 3, "hybrid"),
         ({}, {"tool_selection_strategy": "llm"}, 12, 6, "llm"),
         (
             {"tool_selection_strategy": "lexical"},

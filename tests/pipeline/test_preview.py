@@ -58,7 +58,7 @@ async def test_preview_shows_the_selection_above_threshold(backends: Backends) -
     preview = await preview_toolset(agent, make_settings(), backends, "search github issues")
     assert preview.modes["connector"] == "legacy"
     assert preview.selection is not None
-    assert preview.selection.strategy == "lexical"
+    assert preview.selection.strategy == "hybrid"
     assert preview.selection.total == 10
     assert preview.selection.max == 2
     assert preview.selection.pinned == ["database", "read_skill"]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from app.pipeline.ranker import LexicalRanker, ScoredTool, should_abstain
-from app.pipeline.text import stem, tokenize, words
+from app.retrieval.text import stem, tokenize, words
 from app.tools.base import ToolDef
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -71,7 +71,7 @@ async def test_selection_keeps_top_k_and_lists_the_rest(backends: Backends) -> N
     toolset = await assemble_toolset(_agent(), make_settings(), backends, "search jira issues")
     selection = toolset.selection
     assert selection is not None
-    assert selection.strategy is SelectionStrategy.LEXICAL
+    assert selection.strategy is SelectionStrategy.HYBRID
     assert selection.total == 7
     assert selection.pinned == ("read_skill",)
     assert len(selection.selected) == 3

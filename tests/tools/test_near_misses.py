@@ -195,8 +195,8 @@ async def test_legacy_near_miss_points_at_request_tools(backends: Backends) -> N
     toolset = await assemble_toolset(agent, make_settings(), backends, "search github issues")
     result = await toolset.call("jira__get_isue", {}, ctx())
     assert result.error == (
-        "Unknown tool 'jira__get_isue'. Valid: jira__search_issues, database,"
-        " github__search_issues, read_skill, request_tools. Did you mean 'jira__get_issue'?"
+        "Unknown tool 'jira__get_isue'. Valid: database, github__search_issues, github__get_me,"
+        " read_skill, request_tools. Did you mean 'jira__get_issue'?"
         " It is not loaded yet: call request_tools first."
     )
 

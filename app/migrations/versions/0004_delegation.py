@@ -1,7 +1,7 @@
 """delegation: agents' delegates and child runs
 
 Revision ID: 0004_delegation
-Revises: 0003_approvals
+Revises: 0004_knowledge
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0004_delegation"
-down_revision: str | None = "0003_approvals"
+down_revision: str | None = "0004_knowledge"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -17,6 +17,7 @@ from app.config import Settings
 from app.connectors.backend import ConnectorBackend
 from app.conventions.backend import ConventionBackend
 from app.databases.backend import DatabaseBackend
+from app.knowledge.backend import KnowledgeBackend
 from app.mcp.backend import McpBackend
 
 
@@ -30,5 +31,7 @@ class Backends:
     conventions: ConventionBackend
     tool_audit: ToolAuditBackend | None = None
     """The audit of every tool call a run makes."""
+    knowledge: KnowledgeBackend | None = None
+    """Search over knowledge bases (the `knowledge` tool); None answers that it is unavailable."""
     delegation: DelegationBackend | None = None
     """Runs `call_agent` as a child run (none: the tool answers that it cannot run here)."""

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from app.kit.lru import Lru
 from app.pipeline.ranker import LexicalRanker
-from app.pipeline.text import tokenize
+from app.retrieval.text import tokenize
 from app.tools.base import ToolDef
 from app.tools.render import one_line
 from app.tools.suggest import format_choices

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import Row, delete, select
+
+from app.kit.repository import RepositoryBase
+from app.knowledge.models import KnowledgeBase, KnowledgeChunk, KnowledgeDocument
+
+
+class KnowledgeBaseRepository(RepositoryBase[KnowledgeBase]):
+    model = KnowledgeBase
+
+
+class DocumentRepository(RepositoryBase[KnowledgeDocument]):
+    model = KnowledgeDocument
+
+    async def in_base(
+        self, knowledge_base_id: uuid.UUID, *, limit: int, offset: int
+    ) -> tuple[list[KnowledgeDocument], int]:
+        stmt = self.base_select().where(KnowledgeDocument.knowledge_base_id == knowledge_base_id)
+        return await self.paginate(limit=limit, offset=offset, stmt=stmt)
+
+    async def ids_in(self, knowledge_base_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+        """Document ids of these knowledge bases, sorted (the search index's cache key)."""
+        if not knowledge_base_ids:
+            return []
+        stmt = (
+            select(KnowledgeDocument.id)
+            .where(KnowledgeDocument.knowledge_base_id.in_(knowledge_base_ids))
+            .order_by(KnowledgeDocument.id)
+        )
+        return list((await self.session.execute(stmt)).scalars().all())
+
+
+class ChunkRepository(RepositoryBase[KnowledgeChunk]):
+    model = KnowledgeChunk
+
+    async def of_document(self, document_id: uuid.UUID) -> list[KnowledgeChunk]:
+        stmt = (
+            select(KnowledgeChunk)
+            .where(KnowledgeChunk.document_id == document_id)
+            .order_by(KnowledgeChunk.position)
+        )
+        return list((await self.session.execute(stmt)).scalars().all())
+
+    async def delete_of_document(self, document_id: uuid.UUID) -> None:
+        """Explicit, so the chunks go on SQLite connections without foreign keys too."""
+        await self.session.execute(
+            delete(KnowledgeChunk).where(KnowledgeChunk.document_id == document_id)
+        )
+
+    async def for_search(
+        self, document_ids: Sequence[uuid.UUID]
+    ) -> Sequence[Row[uuid.UUID, str, str, int, int, str, bytes]]:
+        """(knowledge base id, document name, heading, position, offset, text, embedding) of
+        every chunk of these documents."""
+        stmt = (
+            select(
+                KnowledgeChunk.knowledge_base_id,
+                KnowledgeDocument.name,
+                KnowledgeChunk.heading,
+                KnowledgeChunk.position,
+                KnowledgeChunk.offset,
+                KnowledgeChunk.text,
+                KnowledgeChunk.embedding,
+            )
+            .join(KnowledgeDocument, KnowledgeDocument.id == KnowledgeChunk.document_id)
+            .where(KnowledgeChunk.document_id.in_(document_ids))
+            .order_by(KnowledgeDocument.name, KnowledgeChunk.position, KnowledgeChunk.id)
+        )
+        return (await self.session.execute(stmt)).all()
