@@ -26,10 +26,6 @@ import asyncpg
 
 from app.db.base import utcnow
 
-START_ATTEMPTS = 3
-"""A start that meets connections the server dropped (a restart) tries the next ones."""
-
-
 def asyncpg_dsn(async_url: str) -> str:
     return async_url.replace("postgresql+asyncpg://", "postgresql://", 1)
 
@@ -106,7 +102,9 @@ class RunStarts:
             new.message,
         )
         pool = await self._get_pool()
-        for attempt in range(1, START_ATTEMPTS + 1):
+        # A start that meets connections the server dropped (a restart) tries the next ones.
+        attempts = self._size + 1
+        for attempt in range(1, attempts + 1):
             try:
                 async with pool.acquire() as conn:
                     await conn.execute(_START, *args)
@@ -116,7 +114,7 @@ class RunStarts:
                     return  # the connection broke after the first attempt was committed
                 raise
             except Exception as exc:
-                if attempt == START_ATTEMPTS or not _is_disconnect(exc):
+                if attempt == attempts or not _is_disconnect(exc):
                     raise
 
     async def aclose(self) -> None:
