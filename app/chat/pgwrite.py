@@ -26,6 +26,7 @@ import asyncpg
 
 from app.db.base import utcnow
 
+
 def asyncpg_dsn(async_url: str) -> str:
     return async_url.replace("postgresql+asyncpg://", "postgresql://", 1)
 

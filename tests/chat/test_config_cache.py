@@ -137,7 +137,8 @@ async def test_agent_edits_and_deletes_on_one_worker_reach_the_other(
         assert (await a.patch(f"/api/v1/agents/{agent_id}", json=edit)).status_code == 200
         assert await _run(b, agent_id) == 200
         system = scripted_llm.requests[-1]["messages"][0]["content"]
-        assert "second draft" in system and "first draft" not in system
+        assert "second draft" in system
+        assert "first draft" not in system
 
         skill = {"name": unique("skill"), "description": "Reads the weather.", "content": "x"}
         created = await a.post("/api/v1/skills", json=skill)
