@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+import asyncpg
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -48,6 +49,7 @@ logger = logging.getLogger("quiver.runs")
 Published = tuple[int, RunEvent] | None
 """An event for live subscribers (None: the stream ends without a stored final event)."""
 Submitted = tuple[int, RunEvent, "asyncio.Future[None]"]
+FOREIGN_KEY_VIOLATION = "23503"
 
 
 @dataclass(eq=False)
@@ -265,7 +267,7 @@ class RunManager:
         (agent, run id, conversation id, history before this message)."""
         agent = await self.agents.get(req.agent_id)
         if agent is None or not principal.may_use(agent.id):
-            raise NotFound(f"agent {str(req.agent_id)!r} not found")
+            raise self._gone(req)
         run_id = uuid.uuid4()
         self._claimed.add(run_id)
         try:
@@ -276,7 +278,7 @@ class RunManager:
             ):
                 # The common case in one round trip: nothing to lock, count or read first.
                 conversation_id = uuid.uuid4()
-                await self.starts.insert(
+                stored = self.starts.insert(
                     NewRun(
                         run_id=run_id,
                         conversation_id=conversation_id,
@@ -288,6 +290,10 @@ class RunManager:
                         worker_id=self.worker_id,
                     )
                 )
+                try:
+                    await stored
+                except asyncpg.ForeignKeyViolationError as exc:
+                    raise self._gone(req) from exc  # deleted just now (a stale cached copy)
                 return agent, run_id, conversation_id, []
             async with self.sessionmaker() as session:
                 try:
@@ -296,12 +302,20 @@ class RunManager:
                     )
                     await session.commit()
                 except IntegrityError as exc:
+                    if getattr(exc.orig, "sqlstate", None) == FOREIGN_KEY_VIOLATION:
+                        raise self._gone(req) from exc
                     # The store allows one running run per conversation (all workers).
                     raise self._busy() from exc
         except BaseException:
             self._claimed.discard(run_id)
             raise
         return agent, run_id, conversation_id, history
+
+    @staticmethod
+    def _gone(req: ChatRequest) -> NotFound:
+        """404 for the agent: unknown, not the key's, or deleted after it was read (a cached
+        copy not yet dropped, or a concurrent delete)."""
+        return NotFound(f"agent {str(req.agent_id)!r} not found")
 
     @staticmethod
     def _busy() -> Conflict:

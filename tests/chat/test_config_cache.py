@@ -150,3 +150,25 @@ async def test_agent_edits_and_deletes_on_one_worker_reach_the_other(
 
         assert (await a.delete(f"/api/v1/agents/{agent_id}")).status_code == 204
         assert await _run(b, agent_id) == 404
+
+
+async def test_an_agent_deleted_behind_the_cache_is_a_404(
+    workers: tuple[str, str, Settings], scripted_llm: ScriptedLLM
+) -> None:
+    """Deleted by plain SQL (no notification): worker B still holds it, and the run's insert
+    meets the missing agent; the answer is the same 404 as for any unknown agent."""
+    url_a, url_b, settings = workers
+    async with (
+        httpx.AsyncClient(base_url=url_a, headers=AUTH, timeout=30) as a,
+        httpx.AsyncClient(base_url=url_b, headers=AUTH, timeout=30) as b,
+    ):
+        agent_id = (await a.post("/api/v1/agents", json={"name": unique("gone")})).json()["id"]
+        scripted_llm.script(Turn(text="ok"))
+        assert await _run(b, agent_id) == 200  # cached on B
+        conn = await asyncpg.connect(asyncpg_dsn(settings.async_database_url))
+        try:
+            await conn.execute("DELETE FROM agents WHERE id = $1", uuid.UUID(agent_id))
+        finally:
+            await conn.close()
+        assert await _run(b, agent_id) == 404
+        assert await _run(a, agent_id) == 404
