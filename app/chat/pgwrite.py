@@ -229,9 +229,11 @@ class JournalConnection:
             self._conn = await asyncpg.connect(self._dsn)
         try:
             await self._conn.execute(_BATCH, *args)
-        except Exception:
-            if self._conn.is_closed() or _is_disconnect_error(self._conn):
-                await self.aclose()
+        except asyncpg.PostgresError:
+            raise  # the server answered (refused it): the connection is fine, or known closed
+        except BaseException:
+            conn, self._conn = self._conn, None
+            conn.terminate()  # broken, or interrupted mid-statement: never reused
             raise
 
     async def aclose(self) -> None:
@@ -241,8 +243,3 @@ class JournalConnection:
                 await conn.close(timeout=2)
             except Exception:
                 conn.terminate()
-
-
-def _is_disconnect_error(conn: asyncpg.Connection) -> bool:
-    """A connection left mid-transaction or mid-query after an error is not reused."""
-    return bool(conn.is_in_transaction())
