@@ -58,7 +58,7 @@ class Runtime:
     ) -> Runtime:
         """`background`: sessions for the worker heartbeat, when `sessionmaker` is bound to
         one connection (tests): the heartbeat must not share it with requests."""
-        # Pinned connects for tool traffic (egress-checked); the LLM uses it directly too.
+        # Pinned connects for tool traffic (egress-checked); the LLM has a pool of its own.
         http = new_http_client(settings, strict=False)
         audit = AuditSink(sessionmaker)
         tool_audit = ToolCallSink(sessionmaker)
@@ -86,7 +86,8 @@ class Runtime:
             sessionmaker=sessionmaker,
             hub=hub,
             backends=backends,
-            llm=LlmClient.from_settings(settings, http=http) if settings.llm_configured else None,
+            # The model endpoint is trusted configuration: its own pool (see `LlmClient`).
+            llm=LlmClient.from_settings(settings) if settings.llm_configured else None,
             on_finished=lambda status: metrics.runs.labels(status).inc(),
             background=background,
             agents=agents,
@@ -128,6 +129,7 @@ class Runtime:
             self.engines.aclose,
             self.hub.aclose,
             self.http.aclose,
+            *([self.runs.llm.aclose] if self.runs.llm is not None else []),
         ):
             with contextlib.suppress(Exception):
                 await closer()

@@ -38,8 +38,9 @@ MODULES = (
     "mcp_endpoint",
     "llm_stream",
     "load",
+    "side_by_side",
 )
-TIMEOUT_S = {"pipeline": 2400, "load": 2400, "sql_safety": 1200}
+TIMEOUT_S = {"pipeline": 2400, "load": 2400, "sql_safety": 1200, "side_by_side": 3000}
 DEFAULT_TIMEOUT_S = 900
 # Sample counts per module: module globals set before run() (full, quick).
 KNOBS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
@@ -55,6 +56,7 @@ KNOBS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
 ARGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "llm_stream": ({}, {"calls": 50}),
     "load": ({}, {"quick": True}),
+    "side_by_side": ({}, {"quick": True}),
 }
 
 

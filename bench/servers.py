@@ -162,10 +162,13 @@ async def gateway(
     database: str = "auto",
     profile_to: Path | None = None,
     extra_env: dict[str, str] | None = None,
+    root: Path | None = None,
 ) -> AsyncIterator[Gateway]:
     """`quiver serve` in a subprocess on a throwaway database (dropped/removed afterwards).
 
     `profile_to`: run it under pyinstrument and write a text report there on exit.
+    `root`: the checkout whose `app` package is served (default: this one), e.g. another
+    git worktree to compare two versions in one invocation.
     """
     if database == "auto":
         database = "postgres" if await _postgres_up() else "sqlite"
@@ -190,7 +193,7 @@ async def gateway(
         cmd = [sys.executable, "-m", "bench.servers", str(profile_to), str(port)]
     log = (tmp / "gateway.log").open("wb")
     proc = subprocess.Popen(  # noqa: ASYNC220 - start-up only, returns at once
-        cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        cmd, cwd=root or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
     )
     try:
         base = f"http://127.0.0.1:{port}"

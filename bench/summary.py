@@ -261,6 +261,20 @@ def load(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def side_by_side(r: dict[str, Any]) -> list[Row]:
+    rows = [
+        [f"side by side: {t['target']}", t["value"], "", "pass" if t["pass"] else "miss"]
+        for t in r["targets"]
+    ]
+    for name, levels in r["gateways"].items():
+        cpu = " / ".join(_fmt(m["cpu_ms_per_run"]) for m in levels.values())
+        rps = " / ".join(_fmt(m["runs_per_s"]) for m in levels.values())
+        rows.append(
+            [f"side by side: {name} CPU ms per run @ {'/'.join(levels)}", cpu, f"{rps} runs/s", ""]
+        )
+    return rows
+
+
 BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "pipeline": pipeline,
     "token_kinds": token_kinds,
@@ -273,6 +287,7 @@ BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mcp_endpoint": mcp_endpoint,
     "llm_stream": llm_stream,
     "load": load,
+    "side_by_side": side_by_side,
 }
 
 

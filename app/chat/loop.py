@@ -1,13 +1,15 @@
 """The ReAct loop: assemble → pre-hydrate → {model call → tool calls → observations}.
 
-`ReactRun.events()` is an async generator of RunEvents; the runner journals each one
-before anyone sees it. Everything the model did is collected in `new_messages` so the
-conversation can continue in the next request.
+`ReactRun.events(config)` is an async generator of RunEvents; the runner journals each one
+before anyone sees it. Its last item is a `RunResult` (like a tool phase's `PhaseResult`):
+the final status and everything the model did (`new_messages`), so the conversation can
+continue in the next request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
@@ -36,16 +38,67 @@ from app.events import (
 from app.llm.client import LlmClient, LlmError
 from app.llm.types import ChatMessage, Completion, TextDelta, Usage
 from app.pipeline.assemble import assemble_toolset
-from app.pipeline.mode import RunConfig, parse_agent_config
+from app.pipeline.mode import RunConfig
 from app.pipeline.sources.backends import Backends
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.hydrate import prehydrate, schema_tool_args
 from app.reasoning.progress import step_id_for
+from app.security.redact import redact_text
 from app.tools.base import CallContext, ToolResult
 
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _DELTA_FLUSH_S = 0.03
 _DELTA_FLUSH_CHARS = 256
+
+
+class CancelWatch:
+    """One watcher task per run turns `cancel` into a cancellation of the guarded await.
+
+    `guard(aw)` awaits `aw` in the calling task (no task per call): the watcher, started on
+    the first guard, waits for the event once; if it fires while a guard is awaiting, it
+    cancels that task and the guard raises `RunCancelled`. A guard entered after the event
+    raises at once. Other cancellations (shutdown) pass through as `CancelledError`.
+    """
+
+    __slots__ = ("_cancel", "_fired", "_waiting", "_watcher")
+
+    def __init__(self, cancel: asyncio.Event) -> None:
+        self._cancel = cancel
+        self._waiting: asyncio.Task[Any] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._fired = False
+
+    async def guard(self, awaitable: Awaitable[T]) -> T:
+        if self._cancel.is_set():
+            close = getattr(awaitable, "close", None)
+            if close is not None:  # a coroutine never awaited would warn
+                close()
+            raise RunCancelled
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch(), name="run-cancel-watch")
+        task = self._waiting = asyncio.current_task()
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if self._fired and task is not None and task.uncancel() == 0:
+                self._fired = False
+                raise RunCancelled from None
+            raise
+        finally:
+            self._waiting = None
+
+    async def _watch(self) -> None:
+        await self._cancel.wait()
+        if self._waiting is not None:
+            self._fired = True
+            self._waiting.cancel()
+
+    def close(self) -> None:
+        """The run is over: stop the watcher."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
 
 
 @dataclass(kw_only=True)
@@ -69,70 +122,70 @@ class RunDeps:
     """Decides calls that wait for a person; none: such calls fail."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """What a run leaves behind, yielded last by `ReactRun.events`: how it ended, the
+    messages to add to the conversation (the user's first), iterations and token usage."""
+
+    status: str
+    new_messages: list[ChatMessage]
+    iterations: int
+    usage: Usage
+
+
 @dataclass
 class ReactRun:
     deps: RunDeps
     inp: RunInput
-    new_messages: list[ChatMessage] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    iterations: int = 0
-    status: str = "running"
+    # What `events` accumulates for the `RunResult` it yields last.
+    _new_messages: list[ChatMessage] = field(default_factory=list, init=False)
+    _usage: Usage = field(default_factory=Usage, init=False)
+    _iterations: int = field(default=0, init=False)
+    _status: str = field(default="running", init=False)
     started: float = field(default_factory=time.perf_counter)
+    _watch: CancelWatch = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._watch = CancelWatch(self.deps.cancel)
 
     # --- helpers -------------------------------------------------------------------------
 
     async def _guard(self, awaitable: Awaitable[T]) -> T:
-        """Await `awaitable` unless the run is cancelled first."""
-        if self.deps.cancel.is_set():
-            raise RunCancelled
-        task = asyncio.ensure_future(awaitable)
-        waiter = asyncio.ensure_future(self.deps.cancel.wait())
-        try:
-            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        # Let the cancellation land: a stream's `anext` still running would make the
-        # caller's `aclose()` fail with "asynchronous generator is already running".
-        await asyncio.wait({task})
-        raise RunCancelled
+        """Await `awaitable` in this task unless the run is cancelled first (see `CancelWatch`)."""
+        return await self._watch.guard(awaitable)
 
     def _finished(
         self, status: str, *, reason: str | None = None, escalated: bool = False
     ) -> RunFinished:
-        self.status = status
+        self._status = status
         return RunFinished(
             status=status,  # type: ignore[arg-type]
-            iterations=self.iterations,
-            usage=self.usage.to_dict(),
+            iterations=self._iterations,
+            usage=self._usage.to_dict(),
             elapsed_ms=round((time.perf_counter() - self.started) * 1000, 2),
             reason=reason,
             escalated=escalated,
         )
 
     def _failed(self, code: str, message: str) -> RunFailed:
-        self.status = "failed"
+        self._status = "failed"
         return RunFailed(error=ErrorInfo(code=code, message=message))
 
     # --- phases --------------------------------------------------------------------------
 
-    async def _assemble(self) -> AssembledToolset:
+    async def _assemble(self, config: RunConfig) -> AssembledToolset:
         agent, settings = self.inp.agent, self.deps.settings
         selector = llm_selector(self.deps.llm, model=agent.model)
         return await assemble_toolset(
-            agent, settings, self.deps.backends, self.inp.message, selector=selector
+            agent, settings, self.deps.backends, self.inp.message, config=config, selector=selector
         )
 
     async def _prehydrate(
-        self, toolset: AssembledToolset, ctx: CallContext
+        self, toolset: AssembledToolset, ctx: CallContext, config: RunConfig
     ) -> AsyncIterator[RunEvent | str]:
-        config = toolset.config.pre_hydration
-        if config is None:
+        hydration, approval = config.pre_hydration, config.approval
+        if hydration is None:
             return
-
-        approval = parse_agent_config(self.inp.agent.model_config_json).approval
 
         async def call_tool(_call_id: str, name: str, args: dict[str, Any]) -> ToolResult:
             started = time.perf_counter()
@@ -161,7 +214,7 @@ class ReactRun:
         result = await self._guard(
             prehydrate(
                 self.inp.message,
-                config,
+                hydration,
                 call_tool=call_tool,
                 tool_args=schema_tool_args(toolset.full_tools()),
             )
@@ -203,20 +256,37 @@ class ReactRun:
                 await closer()
 
     async def _guarded(self, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+        guard = self._watch.guard
         while True:
             try:
-                yield await self._guard(anext(stream))
+                yield await guard(anext(stream))
             except StopAsyncIteration:
                 return
 
     # --- the loop ------------------------------------------------------------------------
 
-    async def events(self) -> AsyncIterator[RunEvent]:
+    async def events(self, config: RunConfig) -> AsyncIterator[RunEvent | RunResult]:
+        """The run's events, then its `RunResult` (also after an unexpected error, which
+        ends the run with `run_failed {code: internal_error}`)."""
+        try:
+            async for event in self._events(config):
+                yield event
+        except Exception as exc:  # the loop's exception boundary: the run ends typed
+            logger.exception("run %s failed", self.inp.run_id)
+            yield self._failed("internal_error", redact_text(f"{type(exc).__name__}: {exc}"))
+        yield RunResult(
+            status=self._status,
+            new_messages=list(self._new_messages),
+            iterations=self._iterations,
+            usage=self._usage,
+        )
+
+    async def _events(self, config: RunConfig) -> AsyncIterator[RunEvent]:
         inp = self.inp
         ctx = CallContext(
             run_id=inp.run_id, agent_id=str(inp.agent.id), api_key_id=inp.api_key_id, user=inp.user
         )
-        toolset = await self._assemble()
+        toolset = await self._assemble(config)
         try:
             yield RunStarted(
                 run_id=inp.run_id,
@@ -234,40 +304,41 @@ class ReactRun:
                     elapsed_ms=sel.elapsed_ms,
                 )
             messages = [ChatMessage.system(toolset.system_prompt), *inp.history]
-            async for item in self._prehydrate(toolset, ctx):
+            async for item in self._prehydrate(toolset, ctx, config):
                 if isinstance(item, str):
                     messages.append(ChatMessage.system(item))
                 else:
                     yield item
             user = ChatMessage.user(inp.message)
             messages.append(user)
-            self.new_messages.append(user)
+            self._new_messages.append(user)
             phase = ToolPhase(
                 toolset=toolset,
                 ctx=ctx,
                 timeout_s=self.deps.settings.tool_timeout_s,
-                step_iteration=toolset.config.step_iteration,
+                step_iteration=config.step_iteration,
                 audit=self.deps.backends.tool_audit,
-                approval=parse_agent_config(inp.agent.model_config_json).approval,
+                approval=config.approval,
                 gate=self.deps.approvals,
                 cancel=self.deps.cancel,
             )
-            async for event in self._iterate(toolset, messages, phase):
+            async for event in self._iterate(config, messages, phase):
                 yield event
         except RunCancelled:
             yield self._finished("cancelled")
         except LlmError as exc:
             yield self._failed(exc.code, exc.message)
         finally:
+            self._watch.close()
             await toolset.aclose()
 
     async def _iterate(
-        self, toolset: AssembledToolset, messages: list[ChatMessage], phase: ToolPhase
+        self, config: RunConfig, messages: list[ChatMessage], phase: ToolPhase
     ) -> AsyncIterator[RunEvent]:
-        for iteration in range(1, toolset.config.max_iterations + 1):
-            self.iterations = iteration
+        for iteration in range(1, config.max_iterations + 1):
+            self._iterations = iteration
             tools = phase.offered()
-            compaction = compact(messages, tools, budget=toolset.config.context_budget)
+            compaction = compact(messages, tools, budget=config.context_budget)
             if compaction is not None and compaction.cleared:
                 yield ContextCompacted(
                     before_tokens=compaction.before_tokens,
@@ -275,23 +346,23 @@ class ReactRun:
                     cleared=compaction.cleared,
                 )
             completion: Completion | None = None
-            async for item in self._model_turn(tools, messages, toolset.config):
+            async for item in self._model_turn(tools, messages, config):
                 if isinstance(item, Completion):
                     completion = item
                 else:
                     yield item
             if completion is None:
                 raise LlmError("llm_bad_response", "the model stream ended without a completion")
-            self.usage = self.usage + completion.usage
+            self._usage = self._usage + completion.usage
             messages.append(completion.message)
-            self.new_messages.append(completion.message)
+            self._new_messages.append(completion.message)
             step: NextStep = RunAgain()
             if not completion.tool_calls:
                 step = FinalAnswer(content=completion.text)
             else:
                 async for out in phase.run(completion.tool_calls, iteration, messages):
                     if isinstance(out, PhaseResult):
-                        self.new_messages.extend(out.new_messages)
+                        self._new_messages.extend(out.new_messages)
                         step = out.next_step
                     else:
                         yield out

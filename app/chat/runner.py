@@ -29,7 +29,7 @@ from app.approvals.repository import ApprovalRepository
 from app.approvals.stored import StoredApprovalGate
 from app.chat.hub import RunHub
 from app.chat.journal import JournalBatcher, JournalWriter, is_transient
-from app.chat.loop import ReactRun, RunDeps, RunInput
+from app.chat.loop import ReactRun, RunDeps, RunInput, RunResult
 from app.chat.models import Message, Run
 from app.chat.pgwrite import NewRun, RunStarts, Settle
 from app.chat.repository import ConversationRepository, RunRepository, WorkerRepository
@@ -39,7 +39,8 @@ from app.db.base import utcnow
 from app.errors import Conflict, Invalid, NotFound, Unavailable
 from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed, event_payload
 from app.llm.client import LlmClient
-from app.llm.types import ChatMessage, Role, ToolCallRequest
+from app.llm.types import ChatMessage, Role, ToolCallRequest, Usage
+from app.pipeline.mode import run_config
 from app.pipeline.sources.backends import Backends
 from app.security.redact import redact_text
 from app.tenancy.limits import count_run_start
@@ -433,13 +434,17 @@ class RunManager:
         )
         run = ReactRun(deps=deps, inp=inp)
         terminal: RunEvent | None = None
+        result = RunResult(status="failed", new_messages=[], iterations=0, usage=Usage())
         # The loop does not wait for the journal: events are queued for storage in order, and
         # a publisher sends each one as soon as it is committed.
         stored: asyncio.Queue[Submitted | None] = asyncio.Queue()
         publisher = asyncio.create_task(self._publish_in_order(active, stored))
         try:
-            async for event in run.events():
-                if event.kind in TERMINAL_KINDS:
+            config = run_config(inp.agent.model_config_json, self.settings)  # once per run
+            async for event in run.events(config):
+                if isinstance(event, RunResult):
+                    result = event
+                elif event.kind in TERMINAL_KINDS:
                     terminal = event  # written after the conversation is persisted
                 else:
                     stored.put_nowait(journal.submit(event))
@@ -464,7 +469,7 @@ class RunManager:
         try:
             try:
                 active.publish(
-                    await journal.write(terminal, also=self._settler(active, run, terminal))
+                    await journal.write(terminal, also=self._settler(active, result, terminal))
                 )
             except Exception as exc:
                 logger.exception("could not persist the end of run %s", active.run_id)
@@ -472,7 +477,7 @@ class RunManager:
                     raise  # storage stayed away: trying again now would only wait as long
                 # Without the conversation's new messages (one may be what storage refuses).
                 terminal = journal_unavailable()
-                settle = self._settler(active, run, terminal, messages=False)
+                settle = self._settler(active, result, terminal, messages=False)
                 active.publish(await journal.write(terminal, also=settle))
         except Exception:
             # Live streams end without it (a client never sees an event that is not stored);
@@ -483,7 +488,7 @@ class RunManager:
             self.active.pop(active.run_id, None)
             self.journal.release(active.run_id)
             if self.on_finished is not None:
-                self.on_finished(run.status if terminal.kind == "run_finished" else "failed")
+                self.on_finished(result.status if terminal.kind == "run_finished" else "failed")
 
     async def _publish_in_order(
         self, active: ActiveRun, stored: asyncio.Queue[Submitted | None]
@@ -504,7 +509,7 @@ class RunManager:
                 active.publish((seq, clean))
 
     def _settler(
-        self, active: ActiveRun, run: ReactRun, terminal: RunEvent, *, messages: bool = True
+        self, active: ActiveRun, run: RunResult, terminal: RunEvent, *, messages: bool = True
     ) -> Settle:
         """The conversation's new messages and the run's final state, stored with the run's
         last event."""

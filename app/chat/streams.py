@@ -24,11 +24,15 @@ async def live_stream(
     """Frames straight from the run task (no journal read on the hot path)."""
     try:
         while True:
-            try:
-                item = await asyncio.wait_for(queue.get(), ping_s)
-            except TimeoutError:
-                yield PING
-                continue
+            if queue.empty():  # wait, pinging while idle (a timer, not a task per event)
+                try:
+                    async with asyncio.timeout(ping_s):
+                        item = await queue.get()
+                except TimeoutError:
+                    yield PING
+                    continue
+            else:
+                item = queue.get_nowait()
             if item is None:
                 return  # the final event could not be stored; a replay picks it up later
             seq, event = item

@@ -28,10 +28,14 @@ from urllib.parse import quote, urlencode
 
 import httpx
 from jsonschema import exceptions as jsonschema_exceptions
-from rapidfuzz import process
 
-from app.connectors.models import ConnectorAction
-from app.tools.validation import compiled_validator
+from app.connectors.models import Connector, ConnectorAction
+from app.tools.validation import (
+    CheckedArguments,
+    compiled_validator,
+    unknown_message,
+    unknown_names,
+)
 
 LOCATIONS = ("path", "query", "header", "body")
 
@@ -98,8 +102,21 @@ def resolve_location(action: ConnectorAction, param_name: str) -> str:
     return "body"
 
 
-def validate_arguments(action: ConnectorAction, arguments: Mapping[str, Any]) -> None:
-    """Raise `ParameterError` listing what is wrong with `arguments`."""
+def action_step(connector: Connector, action: ConnectorAction) -> str:
+    """The progress-tracker step id of a call of `action` (the one place it is spelt)."""
+    return f"connector:{connector.name}/{action.name}"
+
+
+def check_action_arguments(
+    action: ConnectorAction, arguments: Mapping[str, Any]
+) -> CheckedArguments:
+    """`arguments` as checked by the one validator (`app.tools.validation`: the compiled
+    schema, and no name the schema does not list); already checked ones are trusted.
+
+    Raises `ParameterError` listing what is wrong, for a caller that had not checked them.
+    """
+    if isinstance(arguments, CheckedArguments):
+        return arguments
     schema = action.parameters or {"type": "object"}
     try:
         validator = compiled_validator(schema)
@@ -107,28 +124,19 @@ def validate_arguments(action: ConnectorAction, arguments: Mapping[str, Any]) ->
         raise ParameterError(
             f"Action {action.name!r} has an invalid parameter schema: {exc.message}"
         ) from exc
-    problems = [_describe(err) for err in validator.iter_errors(dict(arguments))]
-    props = _properties(action)
-    if props and not schema.get("additionalProperties"):
-        problems += [_unknown(name, props) for name in arguments if name not in props]
+    given = dict(arguments)
+    problems = [_describe(err) for err in validator.iter_errors(given)]
+    problems += [unknown_message(name, schema) for name in unknown_names(schema, given)]
     if problems:
         shown = "; ".join(sorted(problems)[:_MAX_ERRORS])
         more = f" (+{len(problems) - _MAX_ERRORS} more)" if len(problems) > _MAX_ERRORS else ""
         raise ParameterError(f"Invalid parameters for {action.name!r}: {shown}{more}")
+    return CheckedArguments(given)
 
 
 def _describe(err: Any) -> str:
     where = "/".join(str(p) for p in err.absolute_path) or "(root)"
     return f"{where}: {err.message}"
-
-
-def _unknown(name: str, props: Mapping[str, Any]) -> str:
-    valid = sorted(props)
-    hint = ""
-    match = process.extractOne(name, valid, score_cutoff=70)
-    if match:
-        hint = f" (did you mean {match[0]!r}?)"
-    return f"{name}: unknown parameter{hint}; valid: {', '.join(valid)}"
 
 
 def build_request_parts(action: ConnectorAction, arguments: Mapping[str, Any]) -> RequestParts:

@@ -1,9 +1,10 @@
 """Run one connector action over HTTP — the `ConnectorBackend` implementation.
 
-Order of a call: validate arguments → place them (path/query/header/body) → inject auth →
-circuit breaker → guarded request (egress check per hop, size cap, timeouts; retried only
-for idempotent methods on connect errors) → text for the model (status line + truncated
-body) → one audit row queued. Every string that leaves this module passes the connector's
+Order of a call: inject auth → check arguments (unless the pipeline already did, see
+`CheckedArguments`) → place them (path/query/header/body) → circuit breaker → guarded
+request (egress check per hop, size cap, timeouts; retried only for idempotent methods on
+connect errors) → text for the model (status line + truncated body) → one audit row
+queued. Every string that leaves this module passes the connector's
 `Redactor`, so a server echoing the credentials back cannot leak them to the model.
 
 See docs/contract.md §7.1.
@@ -24,9 +25,10 @@ from app.config import Settings
 from app.connectors.actions import (
     ParameterError,
     RequestParts,
+    action_step,
     build_request_parts,
+    check_action_arguments,
     encode_body,
-    validate_arguments,
 )
 from app.connectors.audit import AuditEntry, AuditSink
 from app.connectors.auth import AuthError, AuthParts, Redactor, build_auth
@@ -98,17 +100,21 @@ class ConnectorExecutor:
         self,
         connector: Connector,
         action: ConnectorAction,
-        arguments: dict[str, Any],
+        arguments: Mapping[str, Any],
         ctx: CallContext,
     ) -> ToolResult:
-        """Run `action` with `arguments`; failures come back as `ToolResult.fail`."""
+        """Run `action` with `arguments`; failures come back as `ToolResult.fail`.
+
+        Arguments the pipeline checked (`CheckedArguments`) are trusted; any others (a direct
+        caller) pass the same check first.
+        """
         started = time.perf_counter()
-        step = f"connector:{connector.name}/{action.name}"
         redactor = Redactor.for_connector(connector)
         try:
             auth = build_auth(connector)
             redactor = Redactor.for_connector(connector, auth)
-            outcome = await self._run(connector, action, arguments, auth, redactor)
+            checked = check_action_arguments(action, arguments)
+            outcome = await self._run(connector, action, checked, auth, redactor)
         except (ParameterError, AuthError) as exc:
             outcome = _Outcome(result=ToolResult.fail(redactor.text(str(exc))))
         except asyncio.CancelledError:
@@ -116,7 +122,7 @@ class ConnectorExecutor:
             aborted = _Outcome(result=ToolResult.fail(CANCELLED_AUDIT_ERROR))
             self._record(connector, action, arguments, ctx, aborted, redactor, started)
             raise
-        result = _with_step(outcome.result, step)
+        result = _with_step(outcome.result, action_step(connector, action))
         self._record(connector, action, arguments, ctx, outcome, redactor, started)
         return result
 
@@ -133,7 +139,6 @@ class ConnectorExecutor:
         auth: AuthParts,
         redactor: Redactor,
     ) -> _Outcome:
-        validate_arguments(action, arguments)
         parts = build_request_parts(action, arguments)
         breaker = self.breaker(connector)
         if not breaker.allow():

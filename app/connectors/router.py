@@ -5,19 +5,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response, status
 
+from app.connectors import schemas
 from app.connectors.execute import ConnectorExecutor
-from app.connectors.schemas import (
-    ActionCreate,
-    ActionRead,
-    ActionTestRequest,
-    ActionUpdate,
-    ConnectorCreate,
-    ConnectorImport,
-    ConnectorImported,
-    ConnectorRead,
-    ConnectorSummary,
-    ConnectorUpdate,
-)
 from app.connectors.service import connector_service as service
 from app.db.session import SessionDep
 from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
@@ -32,10 +21,10 @@ ConnectorExecutorDep = Annotated[ConnectorExecutor, Depends(runtime_part("connec
 @router.post(
     "/import",
     status_code=status.HTTP_201_CREATED,
-    response_model=ConnectorImported,
+    response_model=schemas.ConnectorImported,
     responses=ERROR_RESPONSES,
 )
-async def import_connector(body: ConnectorImport, session: SessionDep) -> Any:
+async def import_connector(body: schemas.ConnectorImport, session: SessionDep) -> Any:
     """Create a connector from an OpenAPI 3.0/3.1 document (JSON object, or JSON/YAML text)."""
     return as_json(await service.import_openapi(session, body), status.HTTP_201_CREATED)
 
@@ -43,21 +32,23 @@ async def import_connector(body: ConnectorImport, session: SessionDep) -> Any:
 add_crud_routes(
     router,
     service=service,
-    create=ConnectorCreate,
-    update=ConnectorUpdate,
-    read=ConnectorRead,
-    list_read=ConnectorSummary,
+    create=schemas.ConnectorCreate,
+    update=schemas.ConnectorUpdate,
+    read=schemas.ConnectorRead,
+    list_read=schemas.ConnectorSummary,
 )
 
 
-@router.post("/{id}/import", response_model=ConnectorImported, responses=ERROR_RESPONSES)
-async def reimport_connector(id: uuid.UUID, body: ConnectorImport, session: SessionDep) -> Any:
+@router.post("/{id}/import", response_model=schemas.ConnectorImported, responses=ERROR_RESPONSES)
+async def reimport_connector(
+    id: uuid.UUID, body: schemas.ConnectorImport, session: SessionDep
+) -> Any:
     """Re-import a newer OpenAPI document: actions are added, updated in place or removed
     (reported in `changes`); credentials are kept unless new ones are sent."""
     return as_json(await service.resync_openapi(session, id, body), status.HTTP_200_OK)
 
 
-def as_json(result: ConnectorImported, status_code: int) -> Response:
+def as_json(result: schemas.ConnectorImported, status_code: int) -> Response:
     """Serialised here (pydantic-core, in one pass): a 10k-action answer would otherwise be
     validated again and encoded in Python on the event loop."""
     return Response(
@@ -65,32 +56,36 @@ def as_json(result: ConnectorImported, status_code: int) -> Response:
     )
 
 
-@router.get("/{id}/actions", response_model=Page[ActionRead], responses=ERROR_RESPONSES)
+@router.get("/{id}/actions", response_model=Page[schemas.ActionRead], responses=ERROR_RESPONSES)
 async def list_actions(id: uuid.UUID, session: SessionDep, page: PageDep) -> Any:
     """List a connector's actions by name (paginated: `limit` ≤ 200, `offset`, `total`)."""
     items, total = await service.list_actions(session, id, limit=page.limit, offset=page.offset)
-    return Page(items=[ActionRead.model_validate(a) for a in items], total=total, **vars(page))
+    return Page(
+        items=[schemas.ActionRead.model_validate(a) for a in items], total=total, **vars(page)
+    )
 
 
 @router.post(
     "/{id}/actions",
     status_code=status.HTTP_201_CREATED,
-    response_model=ActionRead,
+    response_model=schemas.ActionRead,
     responses=ERROR_RESPONSES,
 )
-async def add_action(id: uuid.UUID, body: ActionCreate, session: SessionDep) -> Any:
+async def add_action(id: uuid.UUID, body: schemas.ActionCreate, session: SessionDep) -> Any:
     """Add an action to a connector."""
     return await service.add_action(session, id, body)
 
 
-@router.get("/{id}/actions/{name}", response_model=ActionRead, responses=ERROR_RESPONSES)
+@router.get("/{id}/actions/{name}", response_model=schemas.ActionRead, responses=ERROR_RESPONSES)
 async def get_action(id: uuid.UUID, name: str, session: SessionDep) -> Any:
     """Get one action."""
     return service.find_action(await service.get(session, id), name)
 
 
-@router.patch("/{id}/actions/{name}", response_model=ActionRead, responses=ERROR_RESPONSES)
-async def update_action(id: uuid.UUID, name: str, body: ActionUpdate, session: SessionDep) -> Any:
+@router.patch("/{id}/actions/{name}", response_model=schemas.ActionRead, responses=ERROR_RESPONSES)
+async def update_action(
+    id: uuid.UUID, name: str, body: schemas.ActionUpdate, session: SessionDep
+) -> Any:
     """Update an action (partial)."""
     return await service.update_action(session, id, name, body)
 
@@ -107,7 +102,7 @@ async def delete_action(id: uuid.UUID, name: str, session: SessionDep) -> None:
 async def test_action(
     id: uuid.UUID,
     name: str,
-    body: ActionTestRequest,
+    body: schemas.ActionTestRequest,
     session: SessionDep,
     executor: ConnectorExecutorDep,
 ) -> Any:

@@ -18,10 +18,11 @@ import math
 import sqlite3
 import time
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import aiomysql
 import aiosqlite
@@ -61,10 +62,29 @@ ControlConnection = Callable[[], AbstractAsyncContextManager[Any]]
 """Opens a second native connection to the same database (for cancel requests)."""
 
 
-class Driver(Protocol):
+@dataclass(frozen=True, kw_only=True)
+class Statement:
+    """One checked statement and how to run it."""
+
+    checked: CheckedSql
+    read_only: bool
+    cap: int
+    """Rows read at most."""
+    timeout_s: float
+    session_timeout_s: float | None = None
+    """The statement timeout the pool already set on the connection's session, if any."""
+
+
+class Driver(ABC):
+    """One dialect's way to run a checked statement on a native connection and to stop it."""
+
+    @abstractmethod
     async def cancel(self, conn: Any, control: ControlConnection) -> None:
         """Stop the statement running on `conn` server-side."""
-        ...
+
+    @abstractmethod
+    async def execute(self, conn: Any, statement: Statement) -> RawResult:
+        """Run `statement` on `conn` in its own transaction."""
 
     async def run(
         self,
@@ -75,7 +95,15 @@ class Driver(Protocol):
         cap: int,
         timeout_s: float,
         session_timeout_s: float | None = None,
-    ) -> RawResult: ...
+    ) -> RawResult:
+        statement = Statement(
+            checked=checked,
+            read_only=read_only,
+            cap=cap,
+            timeout_s=timeout_s,
+            session_timeout_s=session_timeout_s,
+        )
+        return await self.execute(conn, statement)
 
 
 async def _quietly(action: Callable[[], Any]) -> bool:
@@ -105,7 +133,7 @@ async def _until_stopped(
         await asyncio.sleep(_CANCEL_POLL_S)
 
 
-class PostgresDriver:
+class PostgresDriver(Driver):
     async def cancel(self, conn: asyncpg.Connection, control: ControlConnection) -> None:
         pid = conn.get_server_pid()
         async with control() as other:
@@ -121,35 +149,27 @@ class PostgresDriver:
 
             await _until_stopped(running, cancel)
 
-    async def run(
-        self,
-        conn: asyncpg.Connection,
-        checked: CheckedSql,
-        *,
-        read_only: bool,
-        cap: int,
-        timeout_s: float,
-        session_timeout_s: float | None = None,
-    ) -> RawResult:
+    async def execute(self, conn: asyncpg.Connection, statement: Statement) -> RawResult:
         if (
-            read_only
-            and checked.kind != "write"
-            and session_timeout_s == timeout_s
+            statement.read_only
+            and statement.checked.kind != "write"
+            and statement.session_timeout_s == statement.timeout_s
             and _session_locked_read_only(conn)
         ):
-            return await self._run_implicit(conn, checked.sql, cap)
-        mode = " READ ONLY" if read_only else ""
+            return await self._run_implicit(conn, statement.checked.sql, statement.cap)
+        mode = " READ ONLY" if statement.read_only else ""
+        timeout_ms = max(1, int(statement.timeout_s * 1000))
         # One round trip: transaction, timeout and literal rules the validator assumes.
         await conn.execute(
-            f"BEGIN{mode}; SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}; "
+            f"BEGIN{mode}; SET LOCAL statement_timeout = {timeout_ms}; "
             "SET LOCAL standard_conforming_strings = on"
         )
         try:
-            if checked.kind == "write":
-                result = await self._write(conn, checked.sql)
+            if statement.checked.kind == "write":
+                result = await self._write(conn, statement.checked.sql)
                 await conn.execute("COMMIT")
                 return result
-            result = await self._read(conn, checked.sql, cap)
+            result = await self._read(conn, statement.checked.sql, statement.cap)
         except asyncpg.PostgresError as exc:
             reusable = await _quietly(lambda: conn.execute("ROLLBACK"))
             if isinstance(exc, asyncpg.QueryCanceledError):
@@ -219,7 +239,7 @@ async def _fetch_at_most(conn: asyncpg.Connection, sql: str, cap: int) -> list[A
     return rows
 
 
-class MySqlDriver:
+class MySqlDriver(Driver):
     async def cancel(self, conn: aiomysql.Connection, control: ControlConnection) -> None:
         thread = int(conn.thread_id())
         async with control() as other, other.cursor() as cur:
@@ -236,32 +256,26 @@ class MySqlDriver:
 
             await _until_stopped(running, cancel)
 
-    async def run(
-        self,
-        conn: aiomysql.Connection,
-        checked: CheckedSql,
-        *,
-        read_only: bool,
-        cap: int,
-        timeout_s: float,
-        session_timeout_s: float | None = None,
-    ) -> RawResult:
+    async def execute(self, conn: aiomysql.Connection, statement: Statement) -> RawResult:
         cur = await conn.cursor(aiomysql.SSCursor)
         try:
             if "mariadb" in conn.get_server_info().lower():
-                await cur.execute(f"SET SESSION max_statement_time = {timeout_s:.3f}")
+                await cur.execute(f"SET SESSION max_statement_time = {statement.timeout_s:.3f}")
             else:
-                await cur.execute(f"SET SESSION max_execution_time = {int(timeout_s * 1000)}")
-            await cur.execute("START TRANSACTION READ ONLY" if read_only else "START TRANSACTION")
-            await cur.execute(checked.sql)
+                timeout_ms = int(statement.timeout_s * 1000)
+                await cur.execute(f"SET SESSION max_execution_time = {timeout_ms}")
+            await cur.execute(
+                "START TRANSACTION READ ONLY" if statement.read_only else "START TRANSACTION"
+            )
+            await cur.execute(statement.checked.sql)
             columns = [str(d[0]) for d in cur.description or ()]
-            if checked.kind == "write":
+            if statement.checked.kind == "write":
                 rows = list(await cur.fetchall()) if columns else []
                 affected = cur.rowcount
                 await cur.execute("COMMIT")
                 return RawResult(columns=columns, rows=rows, affected=affected)
-            rows = list(await cur.fetchmany(cap)) if columns else []
-            if len(rows) >= cap and await cur.fetchone() is not None:
+            rows = list(await cur.fetchmany(statement.cap)) if columns else []
+            if len(rows) >= statement.cap and await cur.fetchone() is not None:
                 # More rows are streaming in; draining them would read the whole result.
                 return RawResult(columns=columns, rows=rows, dirty=True)
             await cur.execute("ROLLBACK")
@@ -303,31 +317,26 @@ async def _sqlite_session(conn: aiosqlite.Connection, *, read_only: bool) -> _Sq
     return session
 
 
-class SqliteDriver:
+class SqliteDriver(Driver):
     async def cancel(self, conn: aiosqlite.Connection, control: ControlConnection) -> None:
         session = _SQLITE_SESSIONS.get(conn)
         if session is not None:
             session.cancelled = True  # also stops a statement the worker has not begun yet
         await conn.interrupt()
 
-    async def run(
-        self,
-        conn: aiosqlite.Connection,
-        checked: CheckedSql,
-        *,
-        read_only: bool,
-        cap: int,
-        timeout_s: float,
-        session_timeout_s: float | None = None,
-    ) -> RawResult:
-        session = await _sqlite_session(conn, read_only=read_only)
-        session.deadline = time.monotonic() + timeout_s
+    async def execute(self, conn: aiosqlite.Connection, statement: Statement) -> RawResult:
+        session = await _sqlite_session(conn, read_only=statement.read_only)
+        session.deadline = time.monotonic() + statement.timeout_s
         try:
-            if read_only and checked.kind != "write" and not conn.in_transaction:
+            if (
+                statement.read_only
+                and statement.checked.kind != "write"
+                and not conn.in_transaction
+            ):
                 # query_only is on for this connection (and read-only connectors open the
                 # file with mode=ro): the statement's implicit transaction is read-only.
-                return await self._read(conn, checked.sql, cap)
-            return await self._run_in_transaction(conn, checked, cap=cap)
+                return await self._read(conn, statement.checked.sql, statement.cap)
+            return await self._run_in_transaction(conn, statement.checked, cap=statement.cap)
         except sqlite3.Error as exc:
             reusable = await _quietly(conn.rollback)
             if "interrupted" in str(exc):

@@ -18,7 +18,14 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped,unused-ignore]
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.databases.drivers import DRIVERS, Driver, DriverError, DriverTimeout, RawResult
+from app.databases.drivers import (
+    DRIVERS,
+    Driver,
+    DriverError,
+    DriverTimeout,
+    RawResult,
+    Statement,
+)
 from app.databases.engines import (
     MAX_OVERFLOW,
     MAX_TIMEOUT_S,
@@ -177,6 +184,13 @@ class DatabaseExecutor:
         self, database: DatabaseConnector, checked: CheckedSql, *, max_rows: int, timeout_s: float
     ) -> RawResult:
         driver = DRIVERS[database.dialect]
+        statement = Statement(
+            checked=checked,
+            read_only=database.read_only,
+            cap=max_rows + 1,
+            timeout_s=timeout_s,
+            session_timeout_s=session_timeout(database),
+        )
         # A read that meets a connection the server dropped is retried on the next one; every
         # idle pooled connection may be dead after a server restart, so up to the pool's size.
         attempts = 1 if checked.kind == "write" else READ_ATTEMPTS
@@ -184,11 +198,7 @@ class DatabaseExecutor:
             try:
                 engine = await self._engines.get(database)
                 async with engine.connect() as conn:
-                    return await _run_guarded(
-                        conn, driver, checked, read_only=database.read_only,
-                        cap=max_rows + 1, timeout_s=timeout_s,
-                        session_timeout_s=session_timeout(database),
-                    )  # fmt: skip
+                    return await _run_guarded(conn, driver, statement)
             except DriverTimeout:
                 raise QueryTimeout(
                     f"the query ran longer than {timeout_s:g}s and was cancelled; "
@@ -226,25 +236,13 @@ def _is_disconnect(exc: BaseException) -> bool:
     return errno in _MYSQL_DISCONNECT_ERRNOS
 
 
-async def _run_guarded(
-    conn: AsyncConnection,
-    driver: Driver,
-    checked: CheckedSql,
-    *,
-    read_only: bool,
-    cap: int,
-    timeout_s: float,
-    session_timeout_s: float,
-) -> RawResult:
+async def _run_guarded(conn: AsyncConnection, driver: Driver, statement: Statement) -> RawResult:
     """Run on the pooled connection's native driver; discard it if its state is unknown."""
     raw_conn = await conn.get_raw_connection()
     native = raw_conn.driver_connection
     try:
-        async with asyncio.timeout(timeout_s + CLIENT_GRACE_S):
-            result = await driver.run(
-                native, checked, read_only=read_only, cap=cap, timeout_s=timeout_s,
-                session_timeout_s=session_timeout_s,
-            )  # fmt: skip
+        async with asyncio.timeout(statement.timeout_s + CLIENT_GRACE_S):
+            result = await driver.execute(native, statement)
     except DriverError as exc:
         if not exc.reusable:
             await conn.invalidate()

@@ -7,7 +7,8 @@ Contract the ReAct loop relies on:
 - Retries (429, 408, 409, 5xx, connect errors, timeouts, a stream cut short) happen only while
   nothing has been yielded yet. Once a delta reached the caller, a failure is raised, never
   retried, so the caller never sees text twice.
-- `timeout_s` bounds each HTTP attempt from connect to the last byte.
+- `timeout_s` bounds each HTTP attempt from connect to the last byte: one timer per attempt
+  (`_Deadline`), not a timeout scope per network read.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _RETRY_STATUSES = frozenset({408, 409, 429})
+_KEEPALIVE = 500
+"""Idle connections kept to the model endpoint (its own pool; tool traffic has another)."""
 
 __all__ = ["LlmClient", "LlmError"]
 
@@ -68,6 +71,11 @@ class LlmClient:
         """Created on first use when not given: building an httpx client costs ~0.1 s (TLS)."""
         self._url = f"{self.base_url}/chat/completions"
         self._endpoint = _describe(self._url)
+        # Built once: every call sends the same headers and timeout.
+        self._headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+        if self._api_key:
+            self._headers["Authorization"] = f"Bearer {self._api_key}"
+        self._timeout = httpx.Timeout(timeout_s)
 
     @classmethod
     def from_settings(
@@ -195,44 +203,61 @@ class LlmClient:
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
     async def _attempt(self, body: dict[str, Any]) -> AsyncGenerator[TextDelta | Completion, None]:
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
         http = self._client()
         request = http.build_request(
             "POST",
             self._url,
-            json=body,
-            headers=self._headers(),
-            timeout=httpx.Timeout(self.timeout_s),
+            content=_encode(body),
+            headers=self._headers,
+            timeout=self._timeout,
         )
-        async with _IoGuard(self, "waiting for the response"), asyncio.timeout_at(deadline):
-            response = await http.send(request, stream=True)
+        deadline = _Deadline(self.timeout_s)
+        phase = "waiting for the response"
         try:
-            if response.status_code >= 400:
-                async with _IoGuard(self, "reading the response"), asyncio.timeout_at(deadline):
-                    await response.aread()
-                raise self._status_error(response)
-            content_type = response.headers.get("content-type", "")
-            if content_type.startswith("text/html"):
-                raise LlmError(
-                    "llm_bad_response",
-                    f"the model endpoint {self._endpoint} answered with an HTML page, "
-                    "not a chat completion (check QUIVER_LLM_BASE_URL)",
-                )
-            if content_type.startswith("application/json"):
-                async with _IoGuard(self, "reading the response"), asyncio.timeout_at(deadline):
-                    await response.aread()
-                completion = self._parse(lambda: completion_from_json(response.json()))
-                if completion.message.content:
-                    yield TextDelta(completion.message.content)
-                yield completion
-                return
-            async for item in self._read_sse(response, deadline):
-                yield item
+            response = await deadline.io(http.send(request, stream=True))
+            try:
+                phase = "reading the response"
+                if response.status_code >= 400:
+                    await deadline.io(response.aread())
+                    raise self._status_error(response)
+                content_type = response.headers.get("content-type", "")
+                if content_type.startswith("text/html"):
+                    raise LlmError(
+                        "llm_bad_response",
+                        f"the model endpoint {self._endpoint} answered with an HTML page, "
+                        "not a chat completion (check QUIVER_LLM_BASE_URL)",
+                    )
+                if content_type.startswith("application/json"):
+                    await deadline.io(response.aread())
+                    completion = self._parse(lambda: completion_from_json(response.json()))
+                    if completion.message.content:
+                        yield TextDelta(completion.message.content)
+                    yield completion
+                    return
+                phase = "reading the stream"
+                async for item in self._read_sse(response, deadline):
+                    yield item
+            finally:
+                await response.aclose()
+        except (TimeoutError, httpx.TimeoutException):
+            raise LlmError(
+                "llm_timeout",
+                f"no answer from the model endpoint {self._endpoint} within "
+                f"{self.timeout_s:g}s ({phase})",
+                retryable=True,
+            ) from None
+        except httpx.TransportError as exc:
+            what = "cannot reach" if type(exc) is httpx.ConnectError else "lost the connection to"
+            raise LlmError(
+                "llm_unavailable",
+                f"{what} the model endpoint {self._endpoint} ({type(exc).__name__})",
+                retryable=True,
+            ) from None
         finally:
-            await response.aclose()
+            deadline.disarm()
 
     async def _read_sse(
-        self, response: httpx.Response, deadline: float
+        self, response: httpx.Response, deadline: _Deadline
     ) -> AsyncGenerator[TextDelta | Completion, None]:
         assembler = StreamAssembler()
         decoder = SseDecoder()
@@ -240,9 +265,8 @@ class LlmClient:
         done = ended = False
         while not ended:
             try:
-                # One deadline per network read (not per line); never spans a yield.
-                async with _IoGuard(self, "reading the stream"), asyncio.timeout_at(deadline):
-                    events = decoder.feed(await anext(chunks))
+                # The call's one deadline interrupts this read (never a yield: see `_Deadline`).
+                events = decoder.feed(await deadline.io(anext(chunks)))
             except StopAsyncIteration:
                 events, ended = decoder.flush(), True
             # After [DONE] keep reading to the end of the body: an unfinished body makes
@@ -280,14 +304,14 @@ class LlmClient:
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient()
+            # Its own pool, sized for bursts: a connection per concurrent call, kept for the
+            # next one (a pool that closes them again reconnects on every call under load).
+            self._http = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=_KEEPALIVE),
+                follow_redirects=False,
+                trust_env=False,
+            )
         return self._http
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
 
     def _status_error(self, response: httpx.Response) -> LlmError:
         status = response.status_code
@@ -308,40 +332,52 @@ class LlmClient:
         return text
 
 
-class _IoGuard:
-    """Translate transport failures and timeouts inside one I/O step into `LlmError`."""
+class _Deadline:
+    """One deadline per HTTP attempt: a single timer instead of a timeout scope per read.
 
-    def __init__(self, client: LlmClient, phase: str) -> None:
-        self.client = client
-        self.phase = phase
+    `io(aw)` awaits one network step. When the timer fires during such a step, the task is
+    cancelled and the step raises `TimeoutError`; when it fires between steps (the caller
+    holds a yielded delta), the next step raises at once. A cancellation from anywhere else
+    (the run's cancel watcher, shutdown) passes through unchanged.
+    """
 
-    async def __aenter__(self) -> None:
-        return None
+    __slots__ = ("_fired", "_handle", "_waiting", "expired")
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        if exc is None:
-            return False
-        endpoint = self.client._endpoint
-        if isinstance(exc, TimeoutError | httpx.TimeoutException):
-            raise LlmError(
-                "llm_timeout",
-                f"no answer from the model endpoint {endpoint} within "
-                f"{self.client.timeout_s:g}s ({self.phase})",
-                retryable=True,
-            ) from None
-        if isinstance(exc, httpx.TransportError):
-            what = "cannot reach" if exc_type is httpx.ConnectError else "lost the connection to"
-            raise LlmError(
-                "llm_unavailable",
-                f"{what} the model endpoint {endpoint} ({type(exc).__name__})",
-                retryable=True,
-            ) from None
-        return False
+    def __init__(self, timeout_s: float) -> None:
+        self.expired = False
+        self._fired = False
+        self._waiting: asyncio.Task[Any] | None = None
+        self._handle = asyncio.get_running_loop().call_later(timeout_s, self._expire)
+
+    def _expire(self) -> None:
+        self.expired = True
+        if self._waiting is not None:
+            self._fired = True
+            self._waiting.cancel()
+
+    def disarm(self) -> None:
+        self._handle.cancel()
+
+    async def io(self, step: Awaitable[_T]) -> _T:
+        if self.expired:
+            close = getattr(step, "close", None)
+            if close is not None:  # a coroutine never awaited would warn
+                close()
+            raise TimeoutError
+        task = self._waiting = asyncio.current_task()
+        try:
+            return await step
+        except asyncio.CancelledError:
+            if self._fired and task is not None and task.uncancel() == 0:
+                self._fired = False
+                raise TimeoutError from None
+            raise
+        finally:
+            self._waiting = None
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _as_tool(tool: dict[str, Any]) -> dict[str, Any]:

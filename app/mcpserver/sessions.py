@@ -31,7 +31,6 @@ from app.events import RunEvent, RunFinished, RunStarted, ToolResultEvent, Tools
 from app.llm.types import ChatMessage, ToolCallRequest
 from app.mcpserver.approval import NO_ELICITATION
 from app.pipeline.assemble import assemble_toolset
-from app.pipeline.mode import parse_agent_config
 from app.pipeline.toolset import AssembledToolset
 from app.tenancy.limits import count_run_start
 from app.tenancy.principal import Principal
@@ -164,7 +163,7 @@ class McpSessions:
                 timeout_s=settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
                 audit=self.runs.backends.tool_audit,
-                approval=parse_agent_config(agent.model_config_json).approval,
+                approval=toolset.config.approval,
                 no_gate_error=NO_ELICITATION,
             ),
             journal=JournalWriter(run_id=run_id, batcher=self.runs.journal),

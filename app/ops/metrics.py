@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from fastapi.routing import iter_route_contexts
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -16,7 +15,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from starlette.types import Scope
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.ops.logging import request_id_var
 
@@ -83,34 +82,71 @@ class _RouteLabels:
         return self.paths.get(id(route)) or str(getattr(route, "path", "unmatched"))
 
 
-def install_http_middleware(app: FastAPI, metrics: Metrics) -> None:
-    labels = _RouteLabels(app)
+class ObserveRequests:
+    """Pure ASGI, outermost: request id, metrics and the access log for every HTTP response.
 
-    @app.middleware("http")
-    async def _observe(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+    The request id is the client's `X-Request-Id` or a new uuid4 hex; it is set in the logging
+    context for the whole request (streamed bodies included) and echoed in the response's
+    `X-Request-Id`. Each response counts in `quiver_http_requests_total{method, route, status}`;
+    `quiver_http_request_seconds` and the access log's `ms` run to the last byte of the body
+    (for an SSE stream: until it ends). An exception that escapes the app counts as 500.
+
+    Pure ASGI rather than `@app.middleware("http")`: that one relays every body chunk (each
+    SSE frame) through an extra task and memory stream.
+    """
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, labels: _RouteLabels) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.labels = labels
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = _header(scope, b"x-request-id") or uuid.uuid4().hex
+        rid_header = (b"x-request-id", rid.encode("latin-1"))
         token = request_id_var.set(rid)
         start = time.perf_counter()
         status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = [h for h in message.get("headers", ()) if h[0].lower() != rid_header[0]]
+                headers.append(rid_header)
+                message = {**message, "headers": headers}
+            await send(message)
+
         try:
-            response = await call_next(request)
-            status = response.status_code
-            response.headers["x-request-id"] = rid
-            return response
+            await self.app(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - start
-            route = labels.label(request.scope.get("route"), request.scope)
-            metrics.requests.labels(request.method, route, str(status)).inc()
-            metrics.latency.labels(request.method, route).observe(elapsed)
-            logger.info(
-                "request",
-                extra={
-                    "method": request.method,
-                    "path": request.url.path,
-                    "status": status,
-                    "ms": round(elapsed * 1000, 2),
-                },
-            )
+            method = scope.get("method", "")
+            route = self.labels.label(scope.get("route"), scope)
+            self.metrics.requests.labels(method, route, str(status)).inc()
+            self.metrics.latency.labels(method, route).observe(elapsed)
+            if logger.isEnabledFor(logging.INFO):
+                logger.info(
+                    "request",
+                    extra={
+                        "method": method,
+                        "path": scope.get("path", ""),
+                        "status": status,
+                        "ms": round(elapsed * 1000, 2),
+                    },
+                )
             request_id_var.reset(token)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return str(value.decode("latin-1")) or None
+    return None
+
+
+def install_http_middleware(app: FastAPI, metrics: Metrics) -> None:
+    """Add `ObserveRequests`; call it after every other middleware so it is the outermost."""
+    app.add_middleware(ObserveRequests, metrics=metrics, labels=_RouteLabels(app))

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from app.agents.config import ToolProfile
 from app.agents.models import Agent
 from app.config import Settings
-from app.pipeline.mode import ResolvedModes, RunConfig, parse_agent_config, resolve_config
+from app.pipeline.mode import ResolvedModes, RunConfig, run_config
 from app.pipeline.selection import LlmSelector, SelectionResult, local_rank, select_tools
 from app.pipeline.sources.backends import Backends
 from app.pipeline.sources.builtins import builtin_toolset
@@ -122,17 +122,19 @@ async def assemble_toolset(
     backends: Backends,
     query: str,
     *,
+    config: RunConfig | None = None,
     modes: ResolvedModes | None = None,
     selector: LlmSelector | None = None,
     select: bool = True,
 ) -> AssembledToolset:
     """Build what the model receives for this agent and message.
 
-    `modes` overrides the resolved modes (the preview's all-legacy baseline); `select=False`
+    `config` is the run's resolved configuration (resolved here from the agent when not
+    given); `modes` overrides its modes (the preview's all-legacy baseline); `select=False`
     skips step 8. `agent` must have connectors (with actions), databases, mcp_servers and
     skills loaded.
     """
-    config = resolve_config(parse_agent_config(agent.model_config_json), settings)
+    config = config or run_config(agent.model_config_json, settings)
     modes = modes or config.modes
     allowed = allowed_kinds(agent.tool_categories)
     builtins = step_category_filter(step_builtins(backends), allowed)

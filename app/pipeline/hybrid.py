@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from app.kit.lru import Lru
 from app.pipeline.ranker import (
     DEFAULT_ABSTAIN_THRESHOLD,
+    CachedRanker,
     LexicalRanker,
     ScoredTool,
     schema_parameter_names,
@@ -47,7 +47,6 @@ _LEADING_JOINER = re.compile(r"^(?:and then|and|then|also|plus)\s+", re.IGNORECA
 _DESCRIPTION_CHARS = 400
 _MAX_TEXT_CHARS = 2000
 _BATCH = 256
-_CACHE_SIZE = 8
 
 
 class _Embedder:
@@ -146,21 +145,15 @@ def _fuse(lexical: Vector, similarity: Vector) -> Vector:
     return out
 
 
-class HybridRanker:
-    """Rank a fixed set of tools against free-text requests; build once, query many times."""
-
-    abstain_threshold: float
+class HybridRanker(CachedRanker):
+    """Rank a fixed set of tools against free-text requests: lexical and embedding scores fused."""
 
     def __init__(
         self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
     ) -> None:
-        self.abstain_threshold = abstain_threshold
-        self._names = [t.name for t in tools]
+        super().__init__(tools, abstain_threshold=abstain_threshold)
         self.lexical = LexicalRanker(tools, abstain_threshold=abstain_threshold)
         self._matrix = _Embedder.embed([tool_text(t) for t in tools])
-
-    def __len__(self) -> int:
-        return len(self._names)
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
         """(fused score per tool, lexical score per tool), in input order."""
@@ -204,15 +197,3 @@ class HybridRanker:
         """True when nothing looks relevant (by the lexical evidence of the ranked tools)."""
         limit = self.abstain_threshold if threshold is None else threshold
         return not scored or max(s.score for s in scored) < limit
-
-    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], HybridRanker]] = Lru(_CACHE_SIZE)
-
-    @classmethod
-    def cached(cls, tools: Sequence[ToolDef]) -> HybridRanker:
-        """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
-        key = tuple((t.name, t.description) for t in tools)
-        return cls._cache.get_or_build(key, lambda: cls(tools))
-
-    @classmethod
-    def cache_clear(cls) -> None:
-        cls._cache.clear()

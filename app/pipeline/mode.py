@@ -12,7 +12,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.agents.config import AgentConfig, PreHydration, StepIteration, ToolProfile
+from app.agents.config import (
+    AgentConfig,
+    Approval,
+    PreHydration,
+    StepIteration,
+    ToolProfile,
+)
 from app.config import SelectionStrategy, Settings, SkillMode, ToolMode
 from app.errors import Invalid
 
@@ -62,6 +68,8 @@ class RunConfig:
     temperature: float | None
     context_budget: int
     """Tokens the prompt may use: the model's context size minus the output reserve."""
+    approval: Approval | None = None
+    """Which calls wait for a person (see `app.approvals`)."""
 
 
 def parse_agent_config(raw: dict[str, Any] | None) -> AgentConfig:
@@ -95,9 +103,15 @@ def resolve_config(config: AgentConfig, settings: Settings) -> RunConfig:
         step_iteration=config.step_iteration,
         pre_hydration=config.pre_hydration,
         temperature=config.temperature,
+        approval=config.approval,
         context_budget=max(
             256,
             (config.context_tokens or settings.llm_context_tokens)
             - (config.output_reserve_tokens or settings.llm_output_reserve_tokens),
         ),
     )
+
+
+def run_config(raw: dict[str, Any] | None, settings: Settings) -> RunConfig:
+    """An agent's stored `model_config_json` resolved over Settings (once per run)."""
+    return resolve_config(parse_agent_config(raw), settings)

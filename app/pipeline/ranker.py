@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -188,21 +188,47 @@ class _NameMatcher:
         return found
 
 
-class LexicalRanker:
-    """Rank a fixed set of tools against free-text requests; build once, query many times."""
+class CachedRanker:
+    """What every ranker shares: built once for a fixed set of tools, queried many times, and
+    kept in a small LRU per ranker class keyed by the tools' (name, description) pairs."""
 
     abstain_threshold: float
+    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], Any]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._cache = Lru(_CACHE_SIZE)
 
     def __init__(
         self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
     ) -> None:
         self.abstain_threshold = abstain_threshold
         self._names = [t.name for t in tools]
-        self._postings = _build_postings(tools)
-        self._matcher = _NameMatcher(self._names)
 
     def __len__(self) -> int:
         return len(self._names)
+
+    @classmethod
+    def cached(cls, tools: Sequence[ToolDef]) -> Self:
+        """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
+        key = tuple((t.name, t.description) for t in tools)
+        ranker: Self = cls._cache.get_or_build(key, lambda: cls(tools))
+        return ranker
+
+    @classmethod
+    def cache_clear(cls) -> None:
+        cls._cache.clear()
+
+
+class LexicalRanker(CachedRanker):
+    """Rank a fixed set of tools against free-text requests; build once, query many times."""
+
+    def __init__(
+        self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
+    ) -> None:
+        super().__init__(tools, abstain_threshold=abstain_threshold)
+        self._postings = _build_postings(tools)
+        self._matcher = _NameMatcher(self._names)
 
     def _query_terms(self, query: str) -> dict[str, float]:
         tokens = tokenize(query)
@@ -255,18 +281,6 @@ class LexicalRanker:
         """True when nothing looks relevant: no tools, or the best score is below the threshold."""
         limit = self.abstain_threshold if threshold is None else threshold
         return not scored or scored[0].score < limit
-
-    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], LexicalRanker]] = Lru(_CACHE_SIZE)
-
-    @classmethod
-    def cached(cls, tools: Sequence[ToolDef]) -> LexicalRanker:
-        """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
-        key = tuple((t.name, t.description) for t in tools)
-        return cls._cache.get_or_build(key, lambda: cls(tools))
-
-    @classmethod
-    def cache_clear(cls) -> None:
-        cls._cache.clear()
 
 
 def should_abstain(

@@ -11,7 +11,7 @@ from app.pipeline.selection import SelectionResult
 from app.tools.base import CallContext, ToolDef, ToolResult, Toolset
 from app.tools.guard import safe_call
 from app.tools.suggest import did_you_mean, unknown_name
-from app.tools.validation import invalid_arguments, validate_arguments
+from app.tools.validation import check_arguments, invalid_arguments
 from app.tools.wrappers import Activation, ActiveSetToolset
 
 
@@ -60,10 +60,11 @@ class AssembledToolset:
         tool = source.list_tools().get(name)
         if tool is None:
             return await self._refuse(name, source, ctx)
-        problem = validate_arguments(tool.parameters, args)
-        if problem:
-            return ToolResult.fail(invalid_arguments(name, problem))
-        return await safe_call(source, name, args, ctx)
+        # Validated once, here; a connector action's schema refuses names it does not list.
+        checked = check_arguments(tool.parameters, args, closed=tool.kind == "connector")
+        if isinstance(checked, str):
+            return ToolResult.fail(invalid_arguments(name, checked))
+        return await safe_call(source, name, checked if isinstance(args, dict) else args, ctx)
 
     async def _refuse(self, name: str, source: Toolset, ctx: CallContext) -> ToolResult:
         """Why `name` cannot run: not loaded yet, filtered out, or unknown (with a near miss)."""

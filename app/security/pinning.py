@@ -17,7 +17,7 @@ import contextlib
 import ssl
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpcore
 import httpcore2
@@ -25,6 +25,8 @@ import httpx
 import httpx2
 
 SslVerify = ssl.SSLContext | bool
+
+_Stream = TypeVar("_Stream")
 
 _PINS: ContextVar[Mapping[tuple[str, int], str] | None] = ContextVar("egress_pins", default=None)
 
@@ -38,12 +40,15 @@ def pinned(host: str, port: int, address: object) -> Iterator[None]:
         _PINS.reset(token)
 
 
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
-    """Connects only to the address the guard pinned for the current request."""
+class _GuardedBackend(Generic[_Stream]):
+    """What both pinned backends share: TCP only to the addresses `_addresses` allows (each
+    tried in turn, the last connect error raised), never a unix socket."""
 
-    def __init__(self, *, strict: bool) -> None:
-        self._inner = httpcore.AnyIOBackend()
-        self._strict = strict
+    _inner: Any  # httpcore's or httpcore2's AnyIOBackend (the same class, two copies)
+    _connect_error: type[Exception]
+
+    def _addresses(self, host: str, port: int) -> Sequence[str]:
+        raise NotImplementedError
 
     async def connect_tcp(
         self,
@@ -52,30 +57,51 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        address = (_PINS.get() or {}).get((host.lower(), port))
-        if address is None:
-            if self._strict:
-                raise httpcore.ConnectError(f"{host}:{port} was not checked by the egress guard")
-            address = host  # a trusted caller (e.g. the LLM client) outside guarded_request
-        return await self._inner.connect_tcp(
-            address,
-            port,
-            timeout=timeout,
-            local_address=local_address,
-            socket_options=socket_options,
-        )
+    ) -> _Stream:
+        last: Exception | None = None
+        for address in self._addresses(host, port):
+            try:
+                stream: _Stream = await self._inner.connect_tcp(
+                    address,
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+                return stream
+            except self._connect_error as exc:
+                last = exc
+        assert last is not None
+        raise last
 
     async def connect_unix_socket(
         self,
         path: str,
         timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("unix sockets are not allowed by the egress guard")
+    ) -> _Stream:
+        raise self._connect_error("unix sockets are not allowed by the egress guard")
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+class _PinnedBackend(_GuardedBackend[httpcore.AsyncNetworkStream], httpcore.AsyncNetworkBackend):
+    """Connects only to the address the guard pinned for the current request."""
+
+    _connect_error = httpcore.ConnectError
+
+    def __init__(self, *, strict: bool) -> None:
+        self._inner = httpcore.AnyIOBackend()
+        self._strict = strict
+
+    def _addresses(self, host: str, port: int) -> Sequence[str]:
+        address = (_PINS.get() or {}).get((host.lower(), port))
+        if address is None:
+            if self._strict:
+                raise httpcore.ConnectError(f"{host}:{port} was not checked by the egress guard")
+            address = host  # a trusted caller (e.g. the LLM client) outside guarded_request
+        return (address,)
 
 
 class PinnedTransport(httpx.AsyncHTTPTransport):
@@ -106,8 +132,12 @@ def is_pinned_client(client: httpx.AsyncClient) -> bool:
     return isinstance(getattr(client, "_transport", None), PinnedTransport)
 
 
-class _StaticPinnedBackend(httpcore2.AsyncNetworkBackend):
+class _StaticPinnedBackend(
+    _GuardedBackend[httpcore2.AsyncNetworkStream], httpcore2.AsyncNetworkBackend
+):
     """Connects a host name only to the addresses checked for it; refuses any other host."""
+
+    _connect_error = httpcore2.ConnectError
 
     def __init__(self, pins: Mapping[str, Sequence[object]]) -> None:
         self._inner = httpcore2.AnyIOBackend()
@@ -115,42 +145,11 @@ class _StaticPinnedBackend(httpcore2.AsyncNetworkBackend):
             _host_key(host): tuple(str(a) for a in addresses) for host, addresses in pins.items()
         }
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
+    def _addresses(self, host: str, port: int) -> Sequence[str]:
         addresses = self._pins.get(_host_key(host))
         if not addresses:
             raise httpcore2.ConnectError(f"{host}:{port} was not checked by the egress guard")
-        last: httpcore2.ConnectError | None = None
-        for address in addresses:
-            try:
-                return await self._inner.connect_tcp(
-                    address,
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except httpcore2.ConnectError as exc:
-                last = exc
-        assert last is not None
-        raise last
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        raise httpcore2.ConnectError("unix sockets are not allowed by the egress guard")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
+        return addresses
 
 
 def _host_key(host: str) -> str:

@@ -62,10 +62,38 @@ def compiled_validator(schema: dict[str, Any]) -> Any:
     return _compiled(json.dumps(schema, sort_keys=True, default=str))
 
 
-def validate_arguments(schema: dict[str, Any], args: Any, *, at: str = "") -> str | None:
+class CheckedArguments(dict[str, Any]):
+    """Arguments `check_arguments` accepted against the tool's schema: a back-end handed
+    these trusts them and does not validate them again."""
+
+
+def unknown_names(schema: dict[str, Any], args: Any) -> list[str]:
+    """Top-level argument names a closed schema does not list (in the arguments' order).
+
+    A schema is closed when it lists properties and does not allow additional ones, as a
+    connector action's parameters: a misspelt name is refused, not sent.
+    """
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict) or not props or schema.get("additionalProperties"):
+        return []
+    return [name for name in args if name not in props] if isinstance(args, dict) else []
+
+
+def unknown_message(name: str, schema: dict[str, Any]) -> str:
+    """`name: unknown parameter (did you mean …?); valid: …` for a name `unknown_names` found."""
+    valid = sorted(schema.get("properties") or {})
+    close = did_you_mean(name, valid)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{name}: unknown parameter{hint}; valid: {', '.join(valid)}"
+
+
+def validate_arguments(
+    schema: dict[str, Any], args: Any, *, at: str = "", closed: bool = False
+) -> str | None:
     """None when `args` satisfy `schema`, else a short message naming each bad field.
 
-    `at` prefixes field paths, e.g. `parameters` for the arguments nested in a meta-tool call.
+    `at` prefixes field paths, e.g. `parameters` for the arguments nested in a meta-tool call;
+    `closed` also refuses names the schema does not list (see `unknown_names`).
     """
     if not schema:
         return None
@@ -74,12 +102,24 @@ def validate_arguments(schema: dict[str, Any], args: Any, *, at: str = "") -> st
     except (SchemaError, UnknownType, Unresolvable):
         # A malformed schema from a remote server: let the server judge the arguments.
         return None
-    if not errors:
-        return None
     messages = [_message(error, at) for error in errors[:_MAX_ERRORS]]
     if len(errors) > _MAX_ERRORS:
         messages.append(f"(and {len(errors) - _MAX_ERRORS} more)")
-    return "; ".join(messages)
+    if closed:
+        prefix = f"{at}." if at else ""
+        messages += [prefix + unknown_message(n, schema) for n in unknown_names(schema, args)]
+    return "; ".join(messages) or None
+
+
+def check_arguments(
+    schema: dict[str, Any], args: Any, *, at: str = "", closed: bool = False
+) -> CheckedArguments | str:
+    """The one argument check of a tool call: the arguments, marked checked, or the message
+    naming each bad field (`validate_arguments`)."""
+    problem = validate_arguments(schema, args, at=at, closed=closed)
+    if problem is not None:
+        return problem
+    return CheckedArguments(args if isinstance(args, dict) else {})
 
 
 def invalid_arguments(tool: str, detail: str) -> str:

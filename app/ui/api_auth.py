@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.apikeys.models import ApiKey
 from app.db.base import utcnow
+from app.ui.models import ConsoleSession
 from app.ui.repository import ConsoleSessionRepository
 
 SESSION_COOKIE = "quiver_console"
@@ -43,15 +44,19 @@ def console_precheck(headers: dict[bytes, bytes]) -> bool:
     )
 
 
+async def live_session(
+    session: AsyncSession, session_id: str | None
+) -> tuple[ConsoleSession, ApiKey] | None:
+    """The unexpired session the cookie value names, with its API key (None when there is none)."""
+    if not session_id:
+        return None
+    return await ConsoleSessionRepository(session).live_with_key(session_hash(session_id), utcnow())
+
+
 async def console_api_key(request: Request, session: AsyncSession) -> ApiKey | None:
     """The session's API key when the cookie names a live session and the header its token."""
-    session_id = request.cookies.get(SESSION_COOKIE)
     given = request.headers.get(CSRF_HEADER)
-    if not session_id or not given:
-        return None
-    found = await ConsoleSessionRepository(session).live_with_key(
-        session_hash(session_id), utcnow()
-    )
+    found = await live_session(session, request.cookies.get(SESSION_COOKIE)) if given else None
     if found is None:
         return None
     row, key = found

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Form, Query, Request, UploadFile
@@ -10,7 +12,7 @@ from fastapi.responses import RedirectResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.session import SessionDep
-from app.errors import Invalid
+from app.errors import Invalid, QuiverError
 from app.ui import sessions
 from app.ui.render import PageForbidden, SignInRequired, back
 from app.ui.sessions import CSRF_FIELD, Console
@@ -54,6 +56,34 @@ async def failed(
 def done(console: Console, path: str, notice: str) -> RedirectResponse:
     sessions.remember(console, notice=notice)
     return back(path)
+
+
+@dataclass(frozen=True)
+class AdminForm:
+    """An admin's console form post, its CSRF token already checked."""
+
+    session: AsyncSession
+    console: Console
+
+    async def submit(
+        self, path: str, write: Callable[[], Awaitable[RedirectResponse]]
+    ) -> RedirectResponse:
+        """Run the form's write (which answers `done`); a refused write is undone and its
+        error shown on `path`."""
+        try:
+            return await write()
+        except QuiverError as exc:
+            return await failed(self.session, self.console, path, exc.message)
+        except ValueError as exc:
+            return await failed(self.session, self.console, path, first_error(exc))
+
+
+async def admin_form(session: SessionDep, console: AdminDep, csrf_token: CsrfField) -> AdminForm:
+    console.check_csrf(csrf_token)
+    return AdminForm(session, console)
+
+
+AdminFormDep = Annotated[AdminForm, Depends(admin_form)]
 
 
 async def upload_text(file: UploadFile | None) -> str:

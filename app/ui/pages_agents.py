@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.agents.schemas import AgentCreate, AgentUpdate
 from app.agents.service import agent_service
@@ -15,19 +15,9 @@ from app.connectors.service import connector_service
 from app.databases.service import database_service
 from app.db.session import SessionDep
 from app.deps import RuntimeDep
-from app.errors import QuiverError
 from app.mcp.service import mcp_server_service
 from app.skills.service import skill_service
-from app.ui.deps import (
-    LIST_ALL,
-    PAGE,
-    AdminDep,
-    CsrfField,
-    Offset,
-    done,
-    failed,
-    first_error,
-)
+from app.ui.deps import LIST_ALL, PAGE, AdminDep, AdminFormDep, Offset, done
 from app.ui.render import page
 from app.ui.toolset_view import toolset_view
 
@@ -44,22 +34,17 @@ async def agents(
 
 @router.post("/agents")
 async def create_agent(
-    session: SessionDep,
-    console: AdminDep,
-    csrf_token: CsrfField,
+    form: AdminFormDep,
     name: Annotated[str, Form(max_length=200)],
     instructions: Annotated[str, Form(max_length=100_000)] = "",
 ) -> Response:
-    console.check_csrf(csrf_token)
-    try:
+    async def write() -> RedirectResponse:
         agent = await agent_service.create(
-            session, AgentCreate.model_validate({"name": name, "instructions": instructions})
+            form.session, AgentCreate.model_validate({"name": name, "instructions": instructions})
         )
-    except QuiverError as exc:
-        return await failed(session, console, "/ui/agents", exc.message)
-    except ValueError as exc:
-        return await failed(session, console, "/ui/agents", first_error(exc))
-    return done(console, f"/ui/agents/{agent.id}", f"agent {agent.name} created")
+        return done(form.console, f"/ui/agents/{agent.id}", f"agent {agent.name} created")
+
+    return await form.submit("/ui/agents", write)
 
 
 @router.get("/agents/{agent_id}", response_class=HTMLResponse)
@@ -96,24 +81,22 @@ async def agent_detail(
 @router.post("/agents/{agent_id}/links")
 async def link_resources(
     agent_id: uuid.UUID,
-    session: SessionDep,
-    console: AdminDep,
-    csrf_token: CsrfField,
+    form: AdminFormDep,
     connector_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
     database_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
     mcp_server_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
     skill_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
 ) -> Response:
-    console.check_csrf(csrf_token)
     path = f"/ui/agents/{agent_id}"
-    update = AgentUpdate(
-        connector_ids=connector_ids or [],
-        database_ids=database_ids or [],
-        mcp_server_ids=mcp_server_ids or [],
-        skill_ids=skill_ids or [],
-    )
-    try:
-        await agent_service.update(session, agent_id, update)
-    except QuiverError as exc:
-        return await failed(session, console, path, exc.message)
-    return done(console, path, "linked resources saved")
+
+    async def write() -> RedirectResponse:
+        update = AgentUpdate(
+            connector_ids=connector_ids or [],
+            database_ids=database_ids or [],
+            mcp_server_ids=mcp_server_ids or [],
+            skill_ids=skill_ids or [],
+        )
+        await agent_service.update(form.session, agent_id, update)
+        return done(form.console, path, "linked resources saved")
+
+    return await form.submit(path, write)

@@ -28,10 +28,14 @@ async def home(request: Request, session: SessionDep) -> Response:
     return back("/ui/agents" if console.admin else "/ui/playground")
 
 
-@router.get("/login", response_class=HTMLResponse)
-async def login_form(request: Request) -> Response:
+def _login_page(
+    request: Request, *, status_code: int = 200, failure: str | None = None
+) -> Response:
+    """The sign-in form with a fresh pre-login CSRF token (in the form and in a cookie)."""
     token = sessions.new_token()
-    response = page(request, "login.html", None, login_token=token)
+    response = page(
+        request, "login.html", None, status_code=status_code, login_token=token, failure=failure
+    )
     response.set_cookie(
         PRELOGIN_COOKIE,
         token,
@@ -42,6 +46,11 @@ async def login_form(request: Request) -> Response:
         max_age=3600,
     )
     return response
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_form(request: Request) -> Response:
+    return _login_page(request)
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -64,25 +73,11 @@ async def login(
     await sessions.sign_out(session, request)  # a new sign-in never reuses an old session
     signed_in = await sessions.sign_in(session, api_key)
     if signed_in is None:
-        token = sessions.new_token()
-        response = page(
+        return _login_page(
             request,
-            "login.html",
-            None,
             status_code=401,
-            login_token=token,
             failure="invalid or revoked API key (or one without scope admin or chat)",
         )
-        response.set_cookie(
-            PRELOGIN_COOKIE,
-            token,
-            path="/ui",
-            httponly=True,
-            samesite="strict",
-            secure=sessions.cookie_secure(request),
-            max_age=3600,
-        )
-        return response
     session_id, key = signed_in
     redirect = back("/ui/agents" if "admin" in key.scopes else "/ui/playground")
     redirect.set_cookie(

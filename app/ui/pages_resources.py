@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.connectors.schemas import ConnectorImport, ConnectorRead
 from app.connectors.service import connector_service
@@ -14,7 +14,7 @@ from app.databases.schemas import DatabaseRead, TableUpdate
 from app.databases.service import database_service
 from app.db.session import SessionDep
 from app.deps import RuntimeDep
-from app.errors import Invalid, QuiverError
+from app.errors import Invalid
 from app.mcp.schemas import McpServerRead
 from app.mcp.service import mcp_server_service
 from app.skills.service import skill_service
@@ -23,16 +23,15 @@ from app.ui.deps import (
     MAX_UPLOAD,
     PAGE,
     AdminDep,
-    CsrfField,
+    AdminFormDep,
     Offset,
     done,
-    failed,
-    first_error,
     upload_text,
 )
 from app.ui.render import page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+RESOURCES = "/ui/resources"
 
 
 @router.get("/resources", response_class=HTMLResponse)
@@ -79,99 +78,82 @@ async def connector_detail(
 
 @router.post("/resources/connectors/import")
 async def import_openapi(
-    session: SessionDep,
-    console: AdminDep,
-    csrf_token: CsrfField,
+    form: AdminFormDep,
     document: Annotated[str, Form(max_length=MAX_UPLOAD)] = "",
     file: Annotated[UploadFile | None, File()] = None,
     name: Annotated[str, Form(max_length=200)] = "",
     base_url: Annotated[str, Form(max_length=2048)] = "",
 ) -> Response:
-    console.check_csrf(csrf_token)
-    try:
+    async def write() -> RedirectResponse:
         text = await upload_text(file) or document
         if not text.strip():
             raise Invalid("paste an OpenAPI document or choose a file")
         body = ConnectorImport.model_validate(
             {"document": text, "name": name or None, "base_url": base_url or None}
         )
-        imported = await connector_service.import_openapi(session, body)
-    except QuiverError as exc:
-        return await failed(session, console, "/ui/resources", exc.message)
-    except ValueError as exc:
-        return await failed(session, console, "/ui/resources", first_error(exc))
-    notice = f"connector {imported.name} imported with {len(imported.actions)} actions"
-    if imported.warnings:
-        notice += " (" + "; ".join(imported.warnings[:3]) + ")"
-    return done(console, f"/ui/resources/connectors/{imported.id}", notice)
+        imported = await connector_service.import_openapi(form.session, body)
+        notice = f"connector {imported.name} imported with {len(imported.actions)} actions"
+        if imported.warnings:
+            notice += " (" + "; ".join(imported.warnings[:3]) + ")"
+        return done(form.console, f"/ui/resources/connectors/{imported.id}", notice)
+
+    return await form.submit(RESOURCES, write)
 
 
 @router.post("/resources/skills/import")
 async def import_skill(
-    session: SessionDep,
-    console: AdminDep,
-    csrf_token: CsrfField,
+    form: AdminFormDep,
     document: Annotated[str, Form(max_length=200_000)] = "",
     file: Annotated[UploadFile | None, File()] = None,
 ) -> Response:
-    console.check_csrf(csrf_token)
-    try:
+    async def write() -> RedirectResponse:
         text = await upload_text(file) or document
         if not text.strip():
             raise Invalid("paste a SKILL.md document or choose a file")
-        skill = await skill_service.import_document(session, text)
-    except QuiverError as exc:
-        return await failed(session, console, "/ui/resources", exc.message)
-    except ValueError as exc:
-        return await failed(session, console, "/ui/resources", first_error(exc))
-    return done(console, "/ui/resources", f"skill {skill.name} imported")
+        skill = await skill_service.import_document(form.session, text)
+        return done(form.console, RESOURCES, f"skill {skill.name} imported")
+
+    return await form.submit(RESOURCES, write)
 
 
 @router.post("/resources/mcp/{server_id}/refresh")
 async def refresh_mcp(
     server_id: uuid.UUID,
-    session: SessionDep,
     runtime: RuntimeDep,
-    console: AdminDep,
-    csrf_token: CsrfField,
+    form: AdminFormDep,
 ) -> Response:
-    console.check_csrf(csrf_token)
-    try:
-        server = await mcp_server_service.refresh(session, server_id, runtime.mcp)
-    except QuiverError as exc:
-        return await failed(session, console, "/ui/resources", exc.message)
-    return done(console, "/ui/resources", f"{server.name}: {len(server.tools_cache)} tools")
+    async def write() -> RedirectResponse:
+        server = await mcp_server_service.refresh(form.session, server_id, runtime.mcp)
+        return done(form.console, RESOURCES, f"{server.name}: {len(server.tools_cache)} tools")
+
+    return await form.submit(RESOURCES, write)
 
 
 @router.post("/resources/databases/{database_id}/introspect")
 async def introspect_database(
     database_id: uuid.UUID,
-    session: SessionDep,
     runtime: RuntimeDep,
-    console: AdminDep,
-    csrf_token: CsrfField,
+    form: AdminFormDep,
 ) -> Response:
-    console.check_csrf(csrf_token)
-    try:
-        row = await database_service.introspect(session, database_id, runtime.engines)
-    except QuiverError as exc:
-        return await failed(session, console, "/ui/resources", exc.message)
-    return done(console, "/ui/resources", f"{row.name}: {len(row.schema_cache)} tables")
+    async def write() -> RedirectResponse:
+        row = await database_service.introspect(form.session, database_id, runtime.engines)
+        return done(form.console, RESOURCES, f"{row.name}: {len(row.schema_cache)} tables")
+
+    return await form.submit(RESOURCES, write)
 
 
 @router.post("/resources/databases/{database_id}/tables/{table}")
 async def set_table_hidden(
     database_id: uuid.UUID,
     table: str,
-    session: SessionDep,
-    console: AdminDep,
-    csrf_token: CsrfField,
+    form: AdminFormDep,
     hidden: Annotated[bool, Form()],
 ) -> Response:
-    console.check_csrf(csrf_token)
-    try:
-        await database_service.update_table(session, database_id, table, TableUpdate(hidden=hidden))
-    except QuiverError as exc:
-        return await failed(session, console, "/ui/resources", exc.message)
-    state = "hidden from" if hidden else "shown to"
-    return done(console, "/ui/resources", f"table {table} {state} the model")
+    async def write() -> RedirectResponse:
+        await database_service.update_table(
+            form.session, database_id, table, TableUpdate(hidden=hidden)
+        )
+        state = "hidden from" if hidden else "shown to"
+        return done(form.console, RESOURCES, f"table {table} {state} the model")
+
+    return await form.submit(RESOURCES, write)

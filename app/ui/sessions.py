@@ -20,7 +20,7 @@ from app.apikeys.service import api_key_service
 from app.db.base import utcnow
 from app.errors import Forbidden
 from app.tenancy.principal import Principal
-from app.ui.api_auth import SESSION_COOKIE, session_hash, tokens_match
+from app.ui.api_auth import SESSION_COOKIE, live_session, session_hash, tokens_match
 from app.ui.models import ConsoleSession
 from app.ui.repository import ConsoleSessionRepository
 
@@ -79,12 +79,7 @@ async def sign_in(session: AsyncSession, api_key: str) -> tuple[str, ApiKey] | N
 
 
 async def current(session: AsyncSession, request: Request) -> Console | None:
-    session_id = request.cookies.get(SESSION_COOKIE)
-    if not session_id:
-        return None
-    found = await ConsoleSessionRepository(session).live_with_key(
-        session_hash(session_id), utcnow()
-    )
+    found = await live_session(session, request.cookies.get(SESSION_COOKIE))
     if found is None:
         return None
     row, key = found

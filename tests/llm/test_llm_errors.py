@@ -1,3 +1,4 @@
+import asyncio
 import socket
 import time
 from datetime import UTC, datetime, timedelta
@@ -191,3 +192,24 @@ def test_retry_after_accepts_seconds_milliseconds_and_http_dates() -> None:
     assert 25 < (retry_after(httpx.Headers({"Retry-After": future})) or 0) <= 30
     assert retry_after(httpx.Headers({"Retry-After": "soon"})) is None
     assert retry_after(httpx.Headers()) is None
+
+
+async def test_a_caller_holding_a_delta_past_the_deadline_gets_a_timeout_next(
+    scripted_llm: ScriptedLLM, make_client: ClientFactory
+) -> None:
+    """One deadline per call: it also ends a call whose reader lingered between reads, and
+    leaves the caller's task with no cancellation pending."""
+    scripted_llm.script(Turn(text="one two three four", stall_after_chunks=3, stall_s=0.3))
+    client = make_client(scripted_llm, timeout_s=0.2, max_retries=3)
+    items = client.stream_chat(HELLO, tools=None)
+    first = await anext(items)
+    assert isinstance(first, TextDelta)
+    await asyncio.sleep(0.3)  # past the deadline while holding the first delta
+    with pytest.raises(LlmError) as info:
+        async for _ in items:
+            pass
+    assert info.value.code == "llm_timeout"
+    assert len(scripted_llm.requests) == 1
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0

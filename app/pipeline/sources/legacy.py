@@ -11,6 +11,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from app.connectors.actions import action_step
 from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
 from app.databases.backend import DatabaseBackend
@@ -40,7 +41,7 @@ def _connector_handler(
         if action.requires_confirmation and not ctx.approved:
             return confirmation_needed(connector, action)
         result = await backend.execute(connector, action, args, ctx)
-        return with_step(result, f"connector:{connector.name}/{action.name}")
+        return with_step(result, action_step(connector, action))
 
     return handle
 
@@ -52,7 +53,7 @@ def _connector_defs(connector: Connector) -> tuple[ToolDef, ...]:
             description=one_line(action.description) or f"{action.method} {action.path}",
             parameters=model_schema(action.parameters),
             kind="connector",
-            target=f"connector:{connector.name}/{action.name}",
+            target=action_step(connector, action),
         )
         for action in connector.actions
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from app.connectors.actions import action_step
 from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
 from app.pipeline.sources.disclosure import Entry, Source, source
@@ -18,7 +19,7 @@ from app.tools.cache import DERIVED
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema, one_line
 from app.tools.suggest import unknown_name
-from app.tools.validation import invalid_arguments, validate_arguments
+from app.tools.validation import check_arguments, invalid_arguments
 
 NAME = "connector"
 SUBCOMMANDS = ("discover", "execute", "search")
@@ -40,10 +41,6 @@ def action_summary(connector: Connector, action: ConnectorAction) -> str:
         lines.append(one_line(action.description))
     lines.append(f"parameters: {compact_json(model_schema(action.parameters))}")
     return "\n".join(lines)
-
-
-def action_step(connector: Connector, action: ConnectorAction) -> str:
-    return f"connector:{connector.name}/{action.name}"
 
 
 def confirmation_needed(connector: Connector, action: ConnectorAction) -> ToolResult:
@@ -142,12 +139,12 @@ class ConnectorMetaTool(KindMetaTool[Connector]):
         if isinstance(found, ToolResult):
             return found
         params = parameters if parameters is not None else {}
-        problem = validate_arguments(found.parameters, params, at="parameters")
-        if problem:
-            return ToolResult.fail(invalid_arguments(NAME, problem))
+        checked = check_arguments(found.parameters, params, at="parameters", closed=True)
+        if isinstance(checked, str):
+            return ToolResult.fail(invalid_arguments(NAME, checked))
         if found.requires_confirmation and not ctx.approved:
             return confirmation_needed(connector, found)
-        result = await self._backend.execute(connector, found, params, ctx)
+        result = await self._backend.execute(connector, found, checked, ctx)
         return with_step(result, action_step(connector, found))
 
 
