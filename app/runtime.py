@@ -10,9 +10,12 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.cache import AgentCache
+from app.apikeys.cache import ApiKeyCache
 from app.audit.sink import ToolCallSink
 from app.chat.delegation import Delegator
 from app.chat.hub import RunHub
+from app.chat.pgwrite import asyncpg_dsn
 from app.chat.runner import RunManager
 from app.config import Settings
 from app.connectors.audit import AuditSink
@@ -43,6 +46,8 @@ class Runtime:
     backends: Backends
     hub: RunHub
     runs: RunManager
+    agents: AgentCache
+    keys: ApiKeyCache
 
     @classmethod
     async def start(
@@ -77,6 +82,10 @@ class Runtime:
         )
         hub = RunHub(notify=not settings.is_sqlite)
         await hub.start(settings)
+        agents = AgentCache(sessionmaker)
+        # Writes of the run path on connections of their own, when the app owns its store
+        # (a test's sessionmaker bound to one rolled-back transaction keeps them in it).
+        owned_postgres = background is None and not settings.is_sqlite
         runs = RunManager(
             settings=settings,
             sessionmaker=sessionmaker,
@@ -86,6 +95,8 @@ class Runtime:
             llm=LlmClient.from_settings(settings) if settings.llm_configured else None,
             on_finished=lambda status: metrics.runs.labels(status).inc(),
             background=background,
+            agents=agents,
+            fast_dsn=asyncpg_dsn(settings.async_database_url) if owned_postgres else None,
         )
         delegator.bind(runs)
         await runs.open()
@@ -102,6 +113,8 @@ class Runtime:
             backends=backends,
             hub=hub,
             runs=runs,
+            agents=agents,
+            keys=ApiKeyCache(),
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime

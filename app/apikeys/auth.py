@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.apikeys.cache import ApiKeyCache
 from app.apikeys.models import ApiKey
 from app.apikeys.service import api_key_service
 from app.db.session import SessionDep
@@ -23,7 +24,12 @@ def _bearer(request: Request) -> str:
 
 
 async def _authenticate(request: Request, session: SessionDep) -> ApiKey:
-    key = await api_key_service.authenticate(session, _bearer(request))
+    runtime = getattr(request.app.state, "runtime", None)
+    cache: ApiKeyCache | None = getattr(runtime, "keys", None)
+    if cache is not None:
+        key = await cache.authenticate(session, _bearer(request))
+    else:
+        key = await api_key_service.authenticate(session, _bearer(request))
     if key is None:
         raise Unauthorized("invalid or revoked API key")
     request.state.api_key_id = str(key.id)

@@ -16,7 +16,8 @@ from app.errors import Invalid
 from app.kit.crud import CrudService
 
 KEY_PREFIX = "qv_"
-_TOUCH_EVERY = timedelta(seconds=60)
+TOUCH_EVERY = timedelta(seconds=60)
+"""How often a key's `last_used_at` is written (at most)."""
 
 
 def hash_key(key: str) -> str:
@@ -87,7 +88,7 @@ class ApiKeyService(CrudService[ApiKey]):
         if row is not None:
             now = utcnow()
             last = row.last_used_at
-            if last is None or now - last.replace(tzinfo=now.tzinfo) > _TOUCH_EVERY:
+            if last is None or now - last.replace(tzinfo=now.tzinfo) > TOUCH_EVERY:
                 row.last_used_at = now
         return row
 

@@ -5,6 +5,11 @@ also sends `NOTIFY quiver_runs, '<run_id>'` (Postgres only); a listener connecti
 worker turns those into the same wake-ups. Followers then read new rows from the journal,
 so the journal stays the single source of truth and a missed wake-up only costs latency
 (followers also poll at a low rate).
+
+The same channel carries `config`: a transaction that wrote an agent, one of the resources
+agents link to, or an API key (see `app/db/changes.py`) sends it on commit, and every worker
+drops its cached agents and keys. While the listener connection is down, those caches read
+through to the database.
 """
 
 from __future__ import annotations
@@ -18,14 +23,28 @@ from collections.abc import Callable
 from typing import Any
 
 import asyncpg
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.repository import ChannelRepository
 from app.config import Settings
+from app.db import changes
 
 CHANNEL = "quiver_runs"
 CANCEL_PREFIX = "cancel:"
+CONFIG = "config"
+"""Payload: stored configuration changed (cached agents and API keys are stale)."""
 logger = logging.getLogger("quiver.hub")
+
+
+def _announce_config(conn: Connection) -> None:
+    """`NOTIFY quiver_runs, 'config'` with the writing transaction (Postgres only)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": CHANNEL, "p": CONFIG})
+
+
+changes.announcer = _announce_config
 
 
 class RunHub:
@@ -64,6 +83,9 @@ class RunHub:
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         try:
+            if payload == CONFIG:
+                changes.bump()
+                return
             if payload.startswith(CANCEL_PREFIX):
                 if self.on_cancel is not None:
                     self.on_cancel(uuid.UUID(payload.removeprefix(CANCEL_PREFIX)))
@@ -77,12 +99,19 @@ class RunHub:
         if settings.is_sqlite:
             return
         dsn = settings.async_database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        changes.set_deaf(self, True)  # until the listener is in place
         try:
             self._listener = await asyncpg.connect(dsn)
             await self._listener.add_listener(CHANNEL, self._on_notify)
+            self._listener.add_termination_listener(self._on_lost)
         except (OSError, asyncpg.PostgresError) as exc:
             logger.warning("run fan-out across workers disabled: %s", type(exc).__name__)
             self._listener = None
+            return
+        changes.set_deaf(self, False)
+
+    def _on_lost(self, _conn: Any) -> None:
+        changes.set_deaf(self, True)  # the heartbeat listens again (`ensure_listening`)
 
     async def ensure_listening(self, settings: Settings) -> None:
         """Listen again if the connection was lost (the database restarted)."""
@@ -95,6 +124,8 @@ class RunHub:
 
     async def aclose(self) -> None:
         if self._listener is not None:
+            self._listener.remove_termination_listener(self._on_lost)
             with contextlib.suppress(Exception):
                 await self._listener.close()
             self._listener = None
+        changes.set_deaf(self, False)

@@ -1,9 +1,10 @@
 """The journal: every RunEvent is persisted (redacted, numbered) before anyone sees it.
 
 Events of all runs in this process are committed together: a `JournalBatcher` takes what
-has queued up while the previous transaction ran and writes it in one transaction (one
-multi-row INSERT, one NOTIFY per run). Under load that turns four round trips per event into
-four per batch; a lone event still goes out at once.
+has queued up while the previous write ran and writes it at once. On Postgres that is one
+statement on a dedicated connection (`app/chat/pgwrite.py`: the events as arrays through
+`unnest`, the final state of the runs that ended, one NOTIFY per run); elsewhere one
+transaction with a multi-row INSERT. A lone event still goes out at once.
 
 The journal never has a gap: while storage is unreachable (a database restart) a batch is
 retried with backoff for up to `journal_retry_s`. An event that still cannot be stored marks
@@ -25,12 +26,15 @@ from typing import Any
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.chat.hub import RunHub
-from app.chat.repository import JournalRepository
+from app.chat.hub import CHANNEL, RunHub
+from app.chat.pgwrite import JournalConnection, Settle
+from app.chat.repository import ConversationRepository, JournalRepository, RunRepository
 from app.events import RunEvent, event_from_record, event_payload
 from app.security.redact import redact
 
-Also = Callable[[AsyncSession], Awaitable[None]]
+Also = Callable[[AsyncSession], Awaitable[None]] | Settle
+"""What is stored with an event: a run's final state, or any writes in the same transaction
+(a callable takes the session path)."""
 logger = logging.getLogger("quiver.journal")
 _MAX_BATCH = 500
 
@@ -59,16 +63,30 @@ _TRANSIENT_STATES = ("08", "40", "53", "57P")
 starting up."""
 
 
+def _sqlstate(exc: BaseException) -> str:
+    """The SQLSTATE of an asyncpg error, raw or wrapped by SQLAlchemy ("" if none)."""
+    state = getattr(exc, "sqlstate", None)
+    if isinstance(exc, DBAPIError):
+        state = getattr(exc.orig, "sqlstate", None)
+    return state if isinstance(state, str) else ""
+
+
 def is_transient(exc: BaseException) -> bool:
     """Storage errors worth retrying (connection lost, server restarting, pool exhausted,
     SQLite busy); constraint and data errors are not."""
     if isinstance(exc, IntegrityError | DataError | ProgrammingError | TypeError | ValueError):
         return False
-    if isinstance(exc, DBAPIError) and not exc.connection_invalidated:
-        state = getattr(exc.orig, "sqlstate", None)
-        if isinstance(state, str) and state:
-            return state.startswith(_TRANSIENT_STATES)
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    state = _sqlstate(exc)
+    if state:
+        return state.startswith(_TRANSIENT_STATES)
     return True
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """A constraint refused the write (through SQLAlchemy or raw asyncpg)."""
+    return isinstance(exc, IntegrityError) or _sqlstate(exc).startswith("23")
 
 
 class JournalBatcher:
@@ -78,8 +96,12 @@ class JournalBatcher:
         sessionmaker: async_sessionmaker[AsyncSession],
         hub: RunHub,
         retry_s: float = 60.0,
+        dsn: str | None = None,
     ) -> None:
+        """`dsn`: write through a dedicated asyncpg connection (Postgres, when the app owns
+        its storage); None: through sessions of `sessionmaker`."""
         self._sessionmaker = sessionmaker
+        self._fast = JournalConnection(dsn) if dsn else None
         self._hub = hub
         self._retry_s = retry_s
         self._queue: list[_Pending] = []
@@ -160,12 +182,12 @@ class JournalBatcher:
             try:
                 await self._commit(batch)
                 return
-            except IntegrityError:
-                if interrupted and await self._stored(batch):
-                    # The connection broke after the commit was sent, and it did go through.
-                    return
-                raise
             except Exception as exc:
+                if is_conflict(exc):
+                    if interrupted and await self._stored(batch):
+                        # The connection broke after the commit was sent, and it did go through.
+                        return
+                    raise
                 if not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
                 if not interrupted:
@@ -184,10 +206,19 @@ class JournalBatcher:
         return wanted <= found
 
     async def _commit(self, batch: list[_Pending]) -> None:
+        settles = [p.also for p in batch if isinstance(p.also, Settle)]
+        if self._fast is not None and all(
+            p.also is None or isinstance(p.also, Settle) for p in batch
+        ):
+            events = [(p.run_id, p.seq, p.kind, p.data) for p in batch]
+            await self._fast.write(events, settles, CHANNEL if self._hub.notify else "")
+            return
         async with self._sessionmaker() as session:
             await JournalRepository(session).insert([p.row() for p in batch])
             for pending in batch:
-                if pending.also is not None:
+                if isinstance(pending.also, Settle):
+                    await settle_in_session(session, pending.also)
+                elif pending.also is not None:
                     await pending.also(session)
             for run_id in dict.fromkeys(p.run_id for p in batch):
                 await self._hub.announce(session, run_id)
@@ -197,6 +228,23 @@ class JournalBatcher:
         if self._task is not None:
             with contextlib.suppress(Exception):
                 await self._task
+        if self._fast is not None:
+            await self._fast.aclose()
+
+
+async def settle_in_session(session: AsyncSession, settle: Settle) -> None:
+    """A run's final state and its conversation's new messages (the session path)."""
+    if settle.conversation_id is not None and settle.messages:
+        await ConversationRepository(session).add_messages(
+            settle.conversation_id, settle.run_id, settle.messages
+        )
+    await RunRepository(session).finish(
+        settle.run_id,
+        status=settle.status,
+        iterations=settle.iterations,
+        usage=settle.usage,
+        error=settle.error,
+    )
 
 
 class JournalWriter:

@@ -5,16 +5,21 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, exists, func, insert, select, text, update
+from sqlalchemy import Table, delete, exists, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.models import Conversation, Message, Run, RunEventRecord, Worker
-from app.db.base import utcnow
+from app.db.base import Base, utcnow
 from app.kit.repository import RepositoryBase
 
 RUNNING = "running"
+
+
+def _table(model: type[Base]) -> Table:
+    """A model's table, for Core statements (no ORM unit of work on the run path)."""
+    return cast(Table, model.__table__)
 
 
 def _aware(moment: datetime) -> datetime:
@@ -128,6 +133,10 @@ class RunRepository(RepositoryBase[Run]):
             update(Run).where(Run.id == run_id).values(cancel_requested=True)
         )
 
+    async def insert(self, **values: Any) -> None:
+        """A new run (Core INSERT: the columns' defaults fill in the rest)."""
+        await self.session.execute(insert(_table(Run)).values(**values))
+
     async def runs_of(self, conversation_id: uuid.UUID) -> list[Run]:
         stmt = select(Run).where(Run.conversation_id == conversation_id).order_by(Run.created_at)
         return list((await self.session.execute(stmt)).scalars().all())
@@ -140,6 +149,24 @@ class ConversationRepository(RepositoryBase[Conversation]):
         """The conversation, locked until the transaction ends (orders concurrent starts)."""
         stmt = select(Conversation).where(Conversation.id == conversation_id).with_for_update()
         return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def insert(self, **values: Any) -> None:
+        """A new conversation (Core INSERT: the columns' defaults fill in the rest)."""
+        await self.session.execute(insert(_table(Conversation)).values(**values))
+
+    async def insert_messages(
+        self,
+        conversation_id: uuid.UUID,
+        run_id: uuid.UUID,
+        first_seq: int,
+        messages: Sequence[dict[str, Any]],
+    ) -> None:
+        """Messages numbered from `first_seq` (the caller knows the conversation's last)."""
+        rows = [
+            {"conversation_id": conversation_id, "run_id": run_id, "seq": first_seq + i, **msg}
+            for i, msg in enumerate(messages)
+        ]
+        await self.session.execute(insert(_table(Message)), rows)
 
     async def messages(self, conversation_id: uuid.UUID) -> list[Message]:
         stmt = (
@@ -155,12 +182,14 @@ class ConversationRepository(RepositoryBase[Conversation]):
     async def add_messages(
         self, conversation_id: uuid.UUID, run_id: uuid.UUID, messages: Sequence[dict[str, Any]]
     ) -> None:
+        if not messages:
+            return
         seq = await self.next_message_seq(conversation_id)
-        for offset, msg in enumerate(messages):
-            self.session.add(
-                Message(conversation_id=conversation_id, run_id=run_id, seq=seq + offset, **msg)
-            )
-        await self.session.flush()
+        rows = [
+            {"conversation_id": conversation_id, "run_id": run_id, "seq": seq + offset, **msg}
+            for offset, msg in enumerate(messages)
+        ]
+        await self.session.execute(insert(_table(Message)), rows)
 
 
 class WorkerRepository:
@@ -209,7 +238,7 @@ class JournalRepository:
 
     async def insert(self, rows: list[dict[str, Any]]) -> None:
         """A batch of events in one statement (`run_id`, `seq`, `kind`, `data` each)."""
-        await self.session.execute(insert(RunEventRecord), rows)
+        await self.session.execute(insert(_table(RunEventRecord)), rows)
 
 
 class ChannelRepository:

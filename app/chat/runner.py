@@ -19,17 +19,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+import asyncpg
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agents.cache import AgentCache
 from app.agents.models import Agent
-from app.agents.repository import AgentRepository
 from app.approvals.repository import ApprovalRepository
 from app.approvals.stored import StoredApprovalGate
 from app.chat.hub import RunHub
 from app.chat.journal import JournalBatcher, JournalWriter, is_transient
 from app.chat.loop import ReactRun, RunDeps, RunInput, RunResult
-from app.chat.models import Conversation, Message, Run
+from app.chat.models import Message, Run
+from app.chat.pgwrite import NewRun, RunStarts, Settle
 from app.chat.repository import ConversationRepository, RunRepository, WorkerRepository
 from app.chat.schemas import ChatRequest
 from app.config import Settings
@@ -48,6 +50,7 @@ logger = logging.getLogger("quiver.runs")
 Published = tuple[int, RunEvent] | None
 """An event for live subscribers (None: the stream ends without a stored final event)."""
 Submitted = tuple[int, RunEvent, "asyncio.Future[None]"]
+FOREIGN_KEY_VIOLATION = "23503"
 
 
 @dataclass(eq=False)
@@ -136,7 +139,11 @@ class RunManager:
         llm: LlmClient | None,
         on_finished: Callable[[str], None] | None = None,
         background: async_sessionmaker[AsyncSession] | None = None,
+        agents: AgentCache | None = None,
+        fast_dsn: str | None = None,
     ) -> None:
+        """`fast_dsn`: the app owns its Postgres store, so new runs and the journal are written
+        on asyncpg connections of their own (`app/chat/pgwrite.py`); None: through sessions."""
         self.settings = settings
         self.sessionmaker = sessionmaker
         self.hub = hub
@@ -145,10 +152,13 @@ class RunManager:
         self.on_finished = on_finished
         self.active: dict[uuid.UUID, ActiveRun] = {}
         self.background = background or sessionmaker
+        self.agents = agents or AgentCache(sessionmaker)
+        self.starts = RunStarts(fast_dsn, size=4) if fast_dsn else None
         self.journal = JournalBatcher(
             sessionmaker=sessionmaker,
             hub=hub,
             retry_s=settings.journal_retry_s,
+            dsn=fast_dsn,
         )
         hub.on_cancel = self._cancel_local
         self.worker_id = uuid.uuid4()
@@ -269,21 +279,60 @@ class RunManager:
 
     async def _prepare(
         self, req: ChatRequest, principal: Principal
-    ) -> tuple[Agent, Run, list[ChatMessage]]:
+    ) -> tuple[Agent, uuid.UUID, uuid.UUID, list[ChatMessage]]:
+        """The agent (cached), and the run stored with its conversation and the user's message:
+        (agent, run id, conversation id, history before this message)."""
+        agent = await self.agents.get(req.agent_id)
+        if agent is None or not principal.may_use(agent.id):
+            raise self._gone(req)
         run_id = uuid.uuid4()
         self._claimed.add(run_id)
         try:
+            if (
+                self.starts is not None
+                and req.conversation_id is None
+                and principal.rate_limit_per_minute is None
+            ):
+                # The common case in one round trip: nothing to lock, count or read first.
+                conversation_id = uuid.uuid4()
+                stored = self.starts.insert(
+                    NewRun(
+                        run_id=run_id,
+                        conversation_id=conversation_id,
+                        agent_id=agent.id,
+                        title=req.message[:80],
+                        message=req.message,
+                        api_key_id=principal.key_id,
+                        user=principal.user,
+                        worker_id=self.worker_id,
+                    )
+                )
+                try:
+                    await stored
+                except asyncpg.ForeignKeyViolationError as exc:
+                    raise self._gone(req) from exc  # deleted just now (a stale cached copy)
+                return agent, run_id, conversation_id, []
             async with self.sessionmaker() as session:
                 try:
-                    agent, run, history = await self._create_run(session, req, principal, run_id)
+                    conversation_id, history = await self._create_run(
+                        session, agent, req, principal, run_id
+                    )
                     await session.commit()
                 except IntegrityError as exc:
+                    if getattr(exc.orig, "sqlstate", None) == FOREIGN_KEY_VIOLATION:
+                        raise self._gone(req) from exc
                     # The store allows one running run per conversation (all workers).
                     raise self._busy() from exc
         except BaseException:
             self._claimed.discard(run_id)
             raise
-        return agent, run, history
+        return agent, run_id, conversation_id, history
+
+    @staticmethod
+    def _gone(req: ChatRequest) -> NotFound:
+        """404 for the agent: unknown, not the key's, or deleted after it was read (a cached
+        copy not yet dropped, or a concurrent delete)."""
+        return NotFound(f"agent {str(req.agent_id)!r} not found")
 
     @staticmethod
     def _busy() -> Conflict:
@@ -293,16 +342,20 @@ class RunManager:
         )
 
     async def _create_run(
-        self, session: AsyncSession, req: ChatRequest, principal: Principal, run_id: uuid.UUID
-    ) -> tuple[Agent, Run, list[ChatMessage]]:
-        """The run and the user's message, stored together before the run starts."""
-        agent = await AgentRepository(session).get(req.agent_id)
-        if agent is None or not principal.may_use(agent.id):
-            raise NotFound(f"agent {str(req.agent_id)!r} not found")
+        self,
+        session: AsyncSession,
+        agent: Agent,
+        req: ChatRequest,
+        principal: Principal,
+        run_id: uuid.UUID,
+    ) -> tuple[uuid.UUID, list[ChatMessage]]:
+        """The run and the user's message, stored together before the run starts (the
+        session path: an existing conversation, a rate-limited key, SQLite)."""
         # First, before any row that references the key: its lock orders concurrent starts.
         # A refusal below rolls the count back with everything else.
         await count_run_start(session, principal)
         conversations = ConversationRepository(session)
+        seq = 1
         if req.conversation_id is not None:
             locked = await conversations.lock(req.conversation_id)
             conversation = principal.owned(locked, "conversation", req.conversation_id)
@@ -310,31 +363,32 @@ class RunManager:
                 raise Invalid("conversation_id: the conversation belongs to another agent")
             if await self._blocking_run(session, conversation.id):
                 raise self._busy()
-            history = history_from_rows(await conversations.messages(conversation.id))
+            rows = await conversations.messages(conversation.id)
+            history = history_from_rows(rows)
+            seq = rows[-1].seq + 1 if rows else 1
+            conversation_id = conversation.id
         else:
-            conversation = Conversation(
+            conversation_id = uuid.uuid4()
+            await conversations.insert(
+                id=conversation_id,
                 agent_id=agent.id,
                 title=req.message[:80],
                 api_key_id=principal.key_id,
                 user=principal.user,
             )
-            session.add(conversation)
-            await session.flush()
             history = []
-        run = Run(
+        await RunRepository(session).insert(
             id=run_id,
-            conversation_id=conversation.id,
+            conversation_id=conversation_id,
             agent_id=agent.id,
             worker_id=self.worker_id,
             api_key_id=principal.key_id,
             user=principal.user,
         )
-        session.add(run)
-        await session.flush()
-        await conversations.add_messages(
-            conversation.id, run_id, [message_row(ChatMessage.user(req.message))]
+        await conversations.insert_messages(
+            conversation_id, run_id, seq, [message_row(ChatMessage.user(req.message))]
         )
-        return agent, run, history
+        return conversation_id, history
 
     async def _blocking_run(self, session: AsyncSession, conversation_id: uuid.UUID) -> bool:
         """Is a run still in progress here? A run whose worker died is closed as lost
@@ -355,21 +409,21 @@ class RunManager:
                 "chat is unavailable: no LLM is configured (set QUIVER_LLM_BASE_URL, and "
                 "QUIVER_LLM_API_KEY / QUIVER_LLM_MODEL as needed)"
             )
-        agent, run, history = await self._prepare(req, principal)
-        active = ActiveRun(run_id=run.id, conversation_id=run.conversation_id)
+        agent, run_id, conversation_id, history = await self._prepare(req, principal)
+        active = ActiveRun(run_id=run_id, conversation_id=conversation_id)
         queue = active.subscribe()
-        self.active[run.id] = active
-        self._claimed.discard(run.id)
+        self.active[run_id] = active
+        self._claimed.discard(run_id)
         inp = RunInput(
-            run_id=str(run.id),
-            conversation_id=str(run.conversation_id),
+            run_id=str(run_id),
+            conversation_id=str(conversation_id),
             agent=agent,
             message=req.message,
             history=history,
             api_key_id=str(principal.key_id),
             user=principal.user,
         )
-        active.task = asyncio.create_task(self._execute(active, inp), name=f"run-{run.id}")
+        active.task = asyncio.create_task(self._execute(active, inp), name=f"run-{run_id}")
         return active, queue
 
     def adopt(self, active: ActiveRun, inp: RunInput, *, keep_messages: bool = True) -> None:
@@ -487,27 +541,23 @@ class RunManager:
 
     def _settler(
         self, active: ActiveRun, run: RunResult, terminal: RunEvent, *, messages: bool = True
-    ) -> Callable[[AsyncSession], Awaitable[None]]:
-        """Persist the conversation and the run's final state with the run's last event."""
-
-        async def settle(session: AsyncSession) -> None:
-            # The user's message was stored when the run started.
-            replies = run.new_messages if messages else []
-            if replies and replies[0].role == "user":
-                replies = replies[1:]
-            await ConversationRepository(session).add_messages(
-                active.conversation_id, active.run_id, [message_row(m) for m in replies]
-            )
-            failed = isinstance(terminal, RunFailed)
-            await RunRepository(session).finish(
-                active.run_id,
-                status="failed" if failed else run.status,
-                iterations=run.iterations,
-                usage=run.usage.to_dict(),
-                error=terminal.error.model_dump() if isinstance(terminal, RunFailed) else None,
-            )
-
-        return settle
+    ) -> Settle:
+        """The conversation's new messages and the run's final state, stored with the run's
+        last event."""
+        # The user's message was stored when the run started.
+        replies = run.new_messages if messages else []
+        if replies and replies[0].role == "user":
+            replies = replies[1:]
+        failed = isinstance(terminal, RunFailed)
+        return Settle(
+            run_id=active.run_id,
+            conversation_id=active.conversation_id,
+            messages=[message_row(m) for m in replies],
+            status="failed" if failed else run.status,
+            iterations=run.iterations,
+            usage=run.usage.to_dict(),
+            error=terminal.error.model_dump() if isinstance(terminal, RunFailed) else None,
+        )
 
     # --- cancel --------------------------------------------------------------------------
 
@@ -543,6 +593,9 @@ class RunManager:
         if tasks:
             await asyncio.wait(tasks, timeout=10)
         await self.journal.aclose()
+        if self.starts is not None:
+            with contextlib.suppress(Exception):
+                await self.starts.aclose()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(BaseException):

@@ -60,11 +60,6 @@ _new_session_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "quiver_mcp_new_session", default=None
 )
 """The id of the session being opened (named after its run)."""
-_plain_json: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "quiver_mcp_plain_json", default=False
-)
-"""The session being opened answers each request with one JSON body instead of an SSE stream
-(its client cannot elicit, so nothing but the answer is ever sent on a request's stream)."""
 
 
 class _AgentServer(Server[Any]):
@@ -97,8 +92,6 @@ class _SessionManager(StreamableHTTPSessionManager):
 
     def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
         transport = super()._admit_session(requestor)
-        if transport is not None and _plain_json.get():
-            transport.is_json_response_enabled = True
         wanted = _new_session_id.get()
         if transport is not None and wanted is not None:
             minted = transport.mcp_session_id
@@ -118,7 +111,7 @@ class _SessionManager(StreamableHTTPSessionManager):
                 return
             transport = StreamableHTTPServerTransport(
                 mcp_session_id=session_id,
-                is_json_response_enabled=self.json_response or not elicits,
+                is_json_response_enabled=self.json_response,
                 security_settings=self.security_settings,
                 idle_timeout=self.session_idle_timeout,
             )
@@ -338,11 +331,9 @@ class McpEndpoint:
 
         instructions = _instructions.set(state.toolset.system_prompt or None)
         named = _new_session_id.set(state.session_id)
-        plain = _plain_json.set(not elicits)
         try:
             await self.manager.handle_request(scope, receive, send_opening)
         finally:
-            _plain_json.reset(plain)
             _new_session_id.reset(named)
             _instructions.reset(instructions)
             if not opened:  # no session came of it: its run ends at once

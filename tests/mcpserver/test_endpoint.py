@@ -603,29 +603,6 @@ async def _open_raw(
     return opened, headers
 
 
-async def test_a_client_that_cannot_elicit_gets_plain_json_answers(
-    admin: httpx.AsyncClient, live_url: str, shop_db: Path
-) -> None:
-    agent = await make_agent(admin, shop_db)
-    url = f"{live_url}/mcp/agents/{agent['name']}"
-    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-    async with httpx.AsyncClient(timeout=30) as raw:
-        plain, headers = await _open_raw(raw, url, ADMIN_TOKEN, {})
-        assert plain.headers["content-type"].startswith("application/json")
-        assert plain.json()["result"]["serverInfo"]["name"] == "quiver"
-        listed = await raw.post(url, json=listing, headers=headers)
-        assert listed.headers["content-type"].startswith("application/json")
-        assert "read_skill" in {t["name"] for t in listed.json()["result"]["tools"]}
-        await raw.delete(url, headers=headers)
-
-        streamed, headers = await _open_raw(raw, url, ADMIN_TOKEN, {"elicitation": {}})
-        assert streamed.headers["content-type"].startswith("text/event-stream")
-        listed = await raw.post(url, json=listing, headers=headers)
-        assert listed.headers["content-type"].startswith("text/event-stream")
-        assert "read_skill" in listed.text
-        await raw.delete(url, headers=headers)
-
-
 async def test_a_revoked_key_stops_working_on_an_open_session(
     admin: httpx.AsyncClient, live_url: str, shop_db: Path
 ) -> None:

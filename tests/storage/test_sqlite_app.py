@@ -207,3 +207,22 @@ async def _asgi_post(
     }
     await app(scope, receive, send)
     return seen
+
+
+async def test_a_revoked_key_is_refused_at_once_on_sqlite(
+    embedded: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One process, no NOTIFY: the commit itself drops the cached key."""
+    async with running(embedded) as anon:
+        [admin] = printed_keys(capsys.readouterr().out)
+        headers = {"Authorization": f"Bearer {admin}"}
+        created = await anon.post(
+            "/api/v1/api-keys", json={"name": "short-lived", "scopes": ["admin"]}, headers=headers
+        )
+        assert created.status_code == 201, created.text
+        key = {"Authorization": f"Bearer {created.json()['key']}"}
+        for _ in range(2):  # the second answer comes from the cache
+            assert (await anon.get("/api/v1/skills", headers=key)).status_code == 200
+        revoked = await anon.delete(f"/api/v1/api-keys/{created.json()['id']}", headers=headers)
+        assert revoked.status_code == 204
+        assert (await anon.get("/api/v1/skills", headers=key)).status_code == 401
