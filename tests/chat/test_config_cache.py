@@ -19,7 +19,8 @@ from app.config import Settings
 from app.main import create_app
 from tests.chat.conftest import unique
 from tests.chat.test_faults import GatewayProcess, processes
-from tests.conftest import ADMIN_TOKEN
+from tests.conftest import ADMIN_TOKEN, SECRET_KEY
+from tests.fixtures.database import migrated_postgres
 from tests.fixtures.live import read_sse, serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 
@@ -28,20 +29,27 @@ AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 @pytest.fixture(scope="module")
 async def workers(
-    committing_settings: Settings,
+    data_dir: Path,
     scripted_llm_session: ScriptedLLM,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[tuple[str, str, Settings]]:
-    settings = committing_settings.model_copy(
-        update={"llm_base_url": scripted_llm_session.base_url}
-    )
-    log: Path = tmp_path_factory.mktemp("cache") / "gateway.log"
-    with processes() as procs:
-        other = GatewayProcess(settings, log)
-        procs.append(other)
-        async with serve_app(create_app(settings)) as here:
-            await other.ready()
-            yield here, other.url, settings
+    """Two workers on a database of their own: a write another test's app announces on a
+    shared one would drop these caches at a moment the tests cannot choose."""
+    async with migrated_postgres(
+        {
+            "secret_keys": [SECRET_KEY],
+            "admin_token": ADMIN_TOKEN,
+            "data_dir": data_dir,
+            "llm_base_url": scripted_llm_session.base_url,
+        }
+    ) as settings:
+        log: Path = tmp_path_factory.mktemp("cache") / "gateway.log"
+        with processes() as procs:
+            other = GatewayProcess(settings, log)
+            procs.append(other)
+            async with serve_app(create_app(settings)) as here:
+                await other.ready()
+                yield here, other.url, settings
 
 
 async def _chat_key(admin: httpx.AsyncClient) -> tuple[str, dict[str, str]]:
