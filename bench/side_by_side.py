@@ -8,8 +8,8 @@ Every gateway runs in its own process on 127.0.0.1, in front of one scripted LLM
   30 database connections (`QUIVER_ENV`); `--compare PATH` adds another checkout's Quiver
   (e.g. a worktree of main) as one more column, measured the same way;
 - LiteLLM: its proxy (`litellm --config …`), when installed: the executable named by
-  `$QUIVER_BENCH_LITELLM`, else `litellm` on PATH, else /work/venv-litellm/bin/litellm (it is
-  not a dependency of Quiver; install it into a separate venv). Otherwise "not installed".
+  `$QUIVER_BENCH_LITELLM`, else `litellm` on PATH (it is not a dependency of Quiver; install
+  it into a separate venv and name its executable). Otherwise "not installed".
 
 Measured, `ROUNDS` interleaved rounds (each round: every level, every gateway in turn, the
 order rotated per round), medians over the rounds:
@@ -72,7 +72,6 @@ QUIVER_ENV = {"QUIVER_DB_POOL_SIZE": "20", "QUIVER_DB_MAX_OVERFLOW": "10"}
 """At most 30 connections per Quiver: two of them plus B2 fit the shared server's default 100."""
 LITELLM_ENV = "QUIVER_BENCH_LITELLM"
 LITELLM_KEY = "sk-quiver-bench-0123456789abcdef0123456789abcdef"
-LITELLM_VENV = Path("/work/venv-litellm/bin/litellm")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -138,10 +137,7 @@ def litellm_executable() -> str | None:
     named = os.environ.get(LITELLM_ENV)
     if named:
         return named if Path(named).exists() else None
-    found = shutil.which("litellm")
-    if found:
-        return found
-    return str(LITELLM_VENV) if LITELLM_VENV.exists() else None
+    return shutil.which("litellm")
 
 
 @contextlib.asynccontextmanager
