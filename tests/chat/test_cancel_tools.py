@@ -240,6 +240,12 @@ async def test_cancel_sent_to_another_worker_stops_a_running_tool(
     # Worker B answers a request first, so its cold start is not counted as cancel latency.
     assert (await gw.b.get(f"/api/v1/agents/{agent_id}")).status_code == 200
     outcome = await run_and_cancel(gw, scripted_llm, agent_id, call, started, cancel_via=gw.b)
+
+    # The notification goes out while the run ends: the end may reach the client a little first.
+    async def notified() -> bool:
+        return counting.methods["notifications/cancelled"] > notified_before
+
+    await eventually(notified, "the server to be told the call was cancelled", limit_s=5)
     assert counting.methods["notifications/cancelled"] == notified_before + 1
     await assert_cancelled_and_usable(gw, scripted_llm, agent_id, outcome)
 

@@ -163,7 +163,9 @@ async def test_admin_journey(
     await expect(page.get_by_test_id("chat-answer")).to_contain_text("word")
     await expect(page.get_by_test_id("chat-cancel")).to_be_enabled()
     await page.get_by_test_id("chat-cancel").click()
-    await expect(page.get_by_test_id("chat-status")).to_contain_text("Run cancelled")
+    await expect(page.get_by_test_id("chat-status")).to_contain_text(
+        "Run cancelled", timeout=15_000
+    )
 
     # runs list → the first run's page replays its journal
     await page.get_by_role("link", name="Runs").click()
