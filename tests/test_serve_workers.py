@@ -60,7 +60,7 @@ async def test_two_workers_start_and_both_serve_requests(pg_url: str, tmp_path: 
     with quiver_serve(command, env=env, cwd=tmp_path, timeout_s=150) as served:
         headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
         async with httpx.AsyncClient(base_url=served.base_url, headers=headers) as admin:
-            agent = await admin.post("/api/v1/agents", json={"name": "shared"})
+            agent = await admin.post("/api/v1/agents", json={"name": "two-workers"})
             assert agent.status_code == 201, agent.text
             workers = await worker_rows(pg_url)
             for _ in range(300):  # the second worker may still be starting
@@ -76,7 +76,7 @@ async def test_two_workers_start_and_both_serve_requests(pg_url: str, tmp_path: 
         for _ in range(60):
             async with httpx.AsyncClient(base_url=served.base_url, headers=headers) as fresh:
                 opened = await fresh.post(
-                    "/mcp/agents/shared",
+                    "/mcp/agents/two-workers",
                     json=INITIALIZE,
                     headers={"Accept": "application/json, text/event-stream"},
                 )
