@@ -36,9 +36,11 @@ from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 from tests.mcp.servers import HttpMcpServer
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-CANCEL_BUDGET_S = 1.5
-"""Cancel → `run_finished`: the target is about a second (the tools here would run for 30 s
-or more), with some slack for a loaded test machine."""
+CANCEL_BUDGET_S = 10.0
+"""Cancel → `run_finished` must come long before the tool would have ended on its own (the
+tools here run for 30 s or more, under 120 s timeouts). How fast a cancel lands (about a
+second) is a speed target, measured per executor by `python -m bench.cancel`, not here: on
+a loaded CI machine the run's final writes alone have taken over a second."""
 
 
 @dataclass
@@ -310,7 +312,7 @@ async def test_cancel_stops_a_running_postgres_query(
     async def stopped() -> bool:
         return await pg_running(pg_db) == 0
 
-    await eventually(stopped, "the query to stop", limit_s=1)
+    await eventually(stopped, "the query to stop", limit_s=5)
     await assert_cancelled_and_usable(gw, scripted_llm, agent_id, outcome)
 
 
@@ -328,7 +330,7 @@ async def test_cancel_stops_a_running_mariadb_query(
     async def stopped() -> bool:
         return await mysql_running(mysql_db) == 0
 
-    await eventually(stopped, "the query to stop", limit_s=1)
+    await eventually(stopped, "the query to stop", limit_s=5)
     await assert_cancelled_and_usable(gw, scripted_llm, agent_id, outcome)
 
 
@@ -421,7 +423,7 @@ async def test_cancel_aborts_a_running_http_request(
     async def closed() -> bool:
         return stalling.closed == 1
 
-    await eventually(closed, "the connection to close", limit_s=1)
+    await eventually(closed, "the connection to close", limit_s=5)
     await assert_cancelled_and_usable(gw, scripted_llm, agent["id"], outcome)
     # The audit trail records the aborted call (rows are written off the call path).
     run_id = outcome.events[0].data["run_id"]
