@@ -15,19 +15,30 @@ from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.live import serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM
 
+LIVE_DEFAULTS: dict[str, Any] = {
+    "llm_max_retries": 2,
+    "tool_timeout_s": 5.0,
+    "sse_ping_s": 15.0,
+    "worker_heartbeat_s": 1.0,
+}
+
 
 @pytest.fixture(scope="module")
 async def live_url(
-    committing_settings: Settings, scripted_llm_session: ScriptedLLM
+    request: pytest.FixtureRequest,
+    committing_settings: Settings,
+    scripted_llm_session: ScriptedLLM,
 ) -> AsyncIterator[str]:
-    """A live Quiver for the module (committing to the session's test database)."""
+    """A live Quiver for the module (committing to the session's test database).
+
+    A module changes its settings with a `LIVE_SETTINGS` dict (e.g. egress to loopback for
+    its own upstream), applied over `LIVE_DEFAULTS`.
+    """
     live_settings = committing_settings.model_copy(
         update={
             "llm_base_url": scripted_llm_session.base_url,
-            "llm_max_retries": 2,
-            "tool_timeout_s": 5.0,
-            "sse_ping_s": 15.0,
-            "worker_heartbeat_s": 1.0,
+            **LIVE_DEFAULTS,
+            **getattr(request.module, "LIVE_SETTINGS", {}),
         }
     )
     async with serve_app(create_app(live_settings)) as base_url:

@@ -51,20 +51,11 @@ async def upstream() -> AsyncIterator[str]:
         yield base_url
 
 
-@pytest.fixture(scope="module")
-async def live_url(
-    committing_settings: Settings, scripted_llm_session: ScriptedLLM
-) -> AsyncIterator[str]:
-    live_settings = committing_settings.model_copy(
-        update={
-            "llm_base_url": scripted_llm_session.base_url,
-            "tool_timeout_s": 5.0,
-            "egress_allow_cidrs": ["127.0.0.0/8"],
-            "mcp_stdio_commands": [sys.executable],
-        }
-    )
-    async with serve_app(create_app(live_settings)) as base_url:
-        yield base_url
+LIVE_SETTINGS = {
+    "egress_allow_cidrs": ["127.0.0.0/8"],
+    "mcp_stdio_commands": [sys.executable],
+}
+"""The live Quiver (tests/chat/conftest.py) reaches this module's upstream and stdio servers."""
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -16,8 +16,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from app.config import Settings
-from app.main import create_app
 from tests.chat.conftest import CreateAgent, unique
 from tests.chat.test_tenancy import KeyClient, _tool_calls, assert_not_found, key_client
 from tests.fixtures.live import SseEvent, SseReader, read_sse, serve_app
@@ -44,20 +42,8 @@ async def upstream() -> AsyncIterator[str]:
         yield base_url
 
 
-@pytest.fixture(scope="module")
-async def live_url(
-    committing_settings: Settings, scripted_llm_session: ScriptedLLM
-) -> AsyncIterator[str]:
-    live_settings = committing_settings.model_copy(
-        update={
-            "llm_base_url": scripted_llm_session.base_url,
-            "tool_timeout_s": 5.0,
-            "delegation_timeout_s": 20.0,
-            "egress_allow_cidrs": ["127.0.0.0/8"],
-        }
-    )
-    async with serve_app(create_app(live_settings)) as base_url:
-        yield base_url
+LIVE_SETTINGS = {"delegation_timeout_s": 20.0, "egress_allow_cidrs": ["127.0.0.0/8"]}
+"""The live Quiver (tests/chat/conftest.py) reaches this module's upstream."""
 
 
 # --- helpers -----------------------------------------------------------------------------------

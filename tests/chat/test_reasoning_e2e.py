@@ -14,9 +14,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from app.config import Settings
 from app.kit.tokens import count_tokens
-from app.main import create_app
 from tests.chat.conftest import CreateAgent, unique
 from tests.fixtures.live import SseEvent, read_sse, serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
@@ -76,22 +74,8 @@ async def upstream() -> AsyncIterator[str]:
         yield base_url
 
 
-@pytest.fixture(scope="module")
-async def live_url(
-    committing_settings: Settings, scripted_llm_session: ScriptedLLM
-) -> AsyncIterator[str]:
-    """This module's live Quiver: like the shared one, plus egress to loopback (the upstream)."""
-    live_settings = committing_settings.model_copy(
-        update={
-            "llm_base_url": scripted_llm_session.base_url,
-            "llm_max_retries": 2,
-            "tool_timeout_s": 5.0,
-            "sse_ping_s": 15.0,
-            "egress_allow_cidrs": ["127.0.0.0/8"],
-        }
-    )
-    async with serve_app(create_app(live_settings)) as base_url:
-        yield base_url
+LIVE_SETTINGS = {"egress_allow_cidrs": ["127.0.0.0/8"]}
+"""The live Quiver (tests/chat/conftest.py) reaches this module's upstream (loopback)."""
 
 
 # --- helpers -----------------------------------------------------------------------------------
