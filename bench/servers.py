@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 from cryptography.fernet import Fernet
 
@@ -163,13 +164,17 @@ async def gateway(
     profile_to: Path | None = None,
     extra_env: dict[str, str] | None = None,
     root: Path | None = None,
+    workers: int = 1,
 ) -> AsyncIterator[Gateway]:
     """`quiver serve` in a subprocess on a throwaway database (dropped/removed afterwards).
 
     `profile_to`: run it under pyinstrument and write a text report there on exit.
     `root`: the checkout whose `app` package is served (default: this one), e.g. another
     git worktree to compare two versions in one invocation.
+    `workers`: `quiver serve --workers N` (Postgres only); up once all N workers beat.
     """
+    if workers > 1:
+        database = "postgres"
     if database == "auto":
         database = "postgres" if await _postgres_up() else "sqlite"
     tmp = Path(tempfile.mkdtemp(prefix="quiver-bench-"))
@@ -189,6 +194,8 @@ async def gateway(
         **(extra_env or {}),
     }
     cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
     if profile_to is not None:
         cmd = [sys.executable, "-m", "bench.servers", str(profile_to), str(port)]
     log = (tmp / "gateway.log").open("wb")
@@ -197,7 +204,9 @@ async def gateway(
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        await _wait_http(f"{base}/healthz", proc)
+        await _wait_http(f"{base}/healthz", proc, timeout_s=180 if workers > 1 else 60)
+        if workers > 1:
+            await _until_workers_beat(url, workers)
         yield Gateway(proc=proc, base_url=base, database=database)
     finally:
         await asyncio.to_thread(_stop, proc, profile_to is not None)
@@ -205,6 +214,18 @@ async def gateway(
         if db_name:
             await drop_database(db_name)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _until_workers_beat(url: str, workers: int, limit_s: float = 180) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        deadline = time.monotonic() + limit_s
+        while await conn.fetchval("SELECT count(*) FROM workers") < workers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{workers} workers did not start within {limit_s:g} s")
+            await asyncio.sleep(0.2)
+    finally:
+        await conn.close()
 
 
 def _serve_profiled(out: str, port: int) -> None:

@@ -23,18 +23,10 @@ import argparse
 import asyncio
 import contextlib
 import os
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import asyncpg
-from cryptography.fernet import Fernet
 
 from bench.common import print_table
 from bench.load import (
@@ -49,17 +41,12 @@ from bench.load import (
     summarise,
 )
 from bench.servers import (
-    ADMIN_TOKEN,
-    ROOT,
     Gateway,
     _postgres_up,
-    _stop,
-    _wait_http,
-    free_port,
+    gateway,
     raise_fd_limit,
     scripted_llm,
 )
-from tests.fixtures.database import create_database, drop_database
 
 CONCURRENCY = 50
 ROUNDS = 3
@@ -81,49 +68,6 @@ def tree_cpu_s(pid: int) -> float:
         if int(entry.name) == pid or int(fields[1]) == pid:  # fields[1] is the parent pid
             total += (int(fields[11]) + int(fields[12])) / _TICK
     return total
-
-
-@contextlib.asynccontextmanager
-async def gateway(llm_base_url: str, workers: int) -> AsyncIterator[Gateway]:
-    """`quiver serve --workers N` on a throwaway database, up once all N workers beat."""
-    tmp = Path(tempfile.mkdtemp(prefix="quiver-bench-"))
-    name = await create_database("quiver_bench")
-    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
-    port = free_port()
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "QUIVER_DATA_DIR": str(tmp),
-        "QUIVER_DATABASE_URL": url,
-        "QUIVER_ADMIN_TOKEN": ADMIN_TOKEN,
-        "QUIVER_SECRET_KEYS": Fernet.generate_key().decode(),
-        "QUIVER_LLM_BASE_URL": llm_base_url,
-        "QUIVER_LLM_API_KEY": "bench-key",
-        "QUIVER_LOG_LEVEL": "WARNING",
-    }
-    cmd = [sys.executable, "-m", "app.cli", "serve", "--workers", str(workers)]
-    cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    log = (tmp / "gateway.log").open("wb")
-    proc = subprocess.Popen(  # noqa: ASYNC220 - start-up only, returns at once
-        cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        await _wait_http(f"{base}/healthz", proc, timeout_s=180)
-        conn = await asyncpg.connect(url)
-        try:
-            deadline = time.monotonic() + 180
-            while await conn.fetchval("SELECT count(*) FROM workers") < workers:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{workers} workers did not start within 180 s")
-                await asyncio.sleep(0.2)
-        finally:
-            await conn.close()
-        yield Gateway(proc=proc, base_url=base, database="postgres")
-    finally:
-        await asyncio.to_thread(_stop, proc)
-        log.close()
-        await drop_database(name)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def one_round(gw: Gateway, agent_id: str, n: int) -> dict[str, Any]:
@@ -149,7 +93,12 @@ async def _run(concurrency: int, rounds: int) -> dict[str, Any]:
         scripted_llm(token_delay_s=TOKEN_DELAY_S, reply=REPLY) as llm,
         contextlib.AsyncExitStack() as stack,
     ):
-        gateways = {w: await stack.enter_async_context(gateway(llm.base_url, w)) for w in WORKERS}
+        gateways = {
+            w: await stack.enter_async_context(
+                gateway(llm.base_url, database="postgres", workers=w)
+            )
+            for w in WORKERS
+        }
         agents = {w: await gw.create_agent() for w, gw in gateways.items()}
         for w, gw in gateways.items():
             await _warm(gw, agents[w])
