@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
@@ -247,13 +248,54 @@ async def settle_in_session(session: AsyncSession, settle: Settle) -> None:
     )
 
 
+def _copy_outcome(target: asyncio.Future[None], source: asyncio.Future[None]) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    elif (exc := source.exception()) is not None:
+        target.set_exception(exc)
+    else:
+        target.set_result(None)
+
+
 class JournalWriter:
     """One run's view of the journal: numbers its events and hands them to the batcher."""
 
-    def __init__(self, *, run_id: uuid.UUID, batcher: JournalBatcher) -> None:
+    def __init__(
+        self,
+        *,
+        run_id: uuid.UUID,
+        batcher: JournalBatcher,
+        after: asyncio.Future[None] | None = None,
+    ) -> None:
+        """`after`: the write that stores the run itself, still in flight: events submitted
+        before it is done are held, then queued in order (or failed, if it failed)."""
         self.run_id = run_id
         self.seq = 0
         self._batcher = batcher
+        self._held: list[_Pending] | None = None
+        self._unstored = False
+        if after is not None and not (
+            after.done() and not after.cancelled() and after.exception() is None
+        ):
+            self._held = []
+            after.add_done_callback(self._release)
+
+    def _release(self, after: asyncio.Future[None]) -> None:
+        held, self._held = self._held or [], None
+        self._unstored = after.cancelled() or after.exception() is not None
+        for pending in held:
+            if self._unstored:
+                pending.done.set_exception(self._not_stored())
+                continue
+            stored = self._batcher.enqueue(
+                pending.run_id, pending.seq, pending.kind, pending.data, pending.also
+            )
+            stored.add_done_callback(partial(_copy_outcome, pending.done))
+
+    def _not_stored(self) -> JournalUnavailable:
+        return JournalUnavailable(f"run {self.run_id} was not stored")
 
     def submit(
         self, event: RunEvent, *, also: Also | None = None
@@ -266,6 +308,15 @@ class JournalWriter:
         data = redact(event_payload(event))
         clean = event_from_record(event.kind, data)
         self.seq += 1
+        if self._held is not None or self._unstored:
+            pending = _Pending(
+                run_id=self.run_id, seq=self.seq, kind=event.kind, data=data, also=also
+            )
+            if self._held is None:
+                pending.done.set_exception(self._not_stored())
+            else:
+                self._held.append(pending)
+            return self.seq, clean, pending.done
         stored = self._batcher.enqueue(self.run_id, self.seq, event.kind, data, also)
         return self.seq, clean, stored
 

@@ -121,6 +121,10 @@ class RunDeps:
     cancel: asyncio.Event
     approvals: ApprovalGate | None = None
     """Decides calls that wait for a person; none: such calls fail."""
+    stored: asyncio.Future[None] | None = None
+    """The write storing the run, when it is still in flight as the run starts (its first
+    model call goes out meanwhile): awaited before anything that writes rows referencing the
+    run (tool calls: approvals, audit, delegations)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +154,16 @@ class ReactRun:
         self._watch = CancelWatch(self.deps.cancel)
 
     # --- helpers -------------------------------------------------------------------------
+
+    async def _run_stored(self) -> None:
+        """Wait until the run's own row is stored (see `RunDeps.stored`)."""
+        stored, self.deps.stored = self.deps.stored, None
+        if stored is None:
+            return
+        try:
+            await self._guard(asyncio.shield(stored))
+        except Exception:
+            raise RunCancelled from None  # not stored: `RunManager.start` stops this run
 
     async def _guard(self, awaitable: Awaitable[T]) -> T:
         """Await `awaitable` in this task unless the run is cancelled first (see `CancelWatch`)."""
@@ -187,6 +201,7 @@ class ReactRun:
         hydration, approval = config.pre_hydration, config.approval
         if hydration is None:
             return
+        await self._run_stored()
 
         async def call_tool(_call_id: str, name: str, args: dict[str, Any]) -> ToolResult:
             started = time.perf_counter()
@@ -361,6 +376,7 @@ class ReactRun:
             if not completion.tool_calls:
                 step = FinalAnswer(content=completion.text)
             else:
+                await self._run_stored()
                 async for out in phase.run(completion.tool_calls, iteration, messages):
                     if isinstance(out, PhaseResult):
                         self._new_messages.extend(out.new_messages)

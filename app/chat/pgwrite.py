@@ -2,6 +2,12 @@
 
 Starting a run in a new conversation stores the conversation, the run and the user's message
 in one statement (data-modifying CTEs; atomic without a transaction block, so one round trip).
+Continuing a conversation is one statement too: the run and the user's message are inserted
+only when the conversation is the caller's and the agent's, and the same statement returns the
+history before that message. When it inserts nothing (unknown conversation, someone else's,
+another agent's, a run still in progress: the unique index on running runs refuses it), the
+caller takes the session path, which tells those cases apart (and closes a run whose worker
+died instead of answering 409).
 A journal batch — the events of every run that queued meanwhile, the final state of the runs
 that ended, and one `NOTIFY` per run — is one statement too, its rows passed as arrays
 (`unnest`). Neither goes through the ORM or the SQLAlchemy pool (and so pays no pre-ping):
@@ -66,6 +72,61 @@ VALUES ($9, $1, $7, 1, 'user', $10, NULL, NULL, NULL, $6)
 """
 
 
+@dataclass(frozen=True, kw_only=True)
+class ContinuedRun:
+    """A run in an existing conversation, with the user's message (after the last one)."""
+
+    run_id: uuid.UUID
+    conversation_id: uuid.UUID
+    agent_id: uuid.UUID
+    message: str
+    api_key_id: uuid.UUID | None
+    user: str | None
+    admin: bool
+    worker_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A conversation's message as the run path reads it (the columns `Message` has)."""
+
+    seq: int
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    name: str | None
+
+
+# Who may continue a conversation is `Principal.sees` (app/tenancy/principal.py), in SQL: an
+# admin key, or the key that created it, with its user unless it has none.
+_CONTINUE = """
+WITH r AS (
+    INSERT INTO runs (id, conversation_id, agent_id, kind, status, iterations, usage, error,
+                      cancel_requested, api_key_id, "user", finished_at, worker_id,
+                      created_at, updated_at)
+    SELECT $1, c.id, c.agent_id, 'chat', 'running', 0, '{}'::jsonb, NULL, false, $3,
+           $4::varchar, NULL, $5, $6, $6
+    FROM conversations c
+    WHERE c.id = $2 AND c.agent_id = $7
+      AND ($8 OR (c.api_key_id = $3 AND (c."user" IS NULL OR c."user" = $4::varchar)))
+    RETURNING id
+), u AS (
+    INSERT INTO messages (id, conversation_id, run_id, seq, role, content, tool_calls,
+                          tool_call_id, name, created_at)
+    SELECT $9, $2, r.id,
+           COALESCE((SELECT max(x.seq) FROM messages x WHERE x.conversation_id = $2), 0) + 1,
+           'user', $10, NULL, NULL, NULL, $6
+    FROM r
+)
+SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.name
+FROM r LEFT JOIN messages m ON m.conversation_id = $2
+ORDER BY m.seq
+"""
+"""No row: nothing was inserted. Else the history before the new message (the statement's
+snapshot does not see its own insert), one all-NULL row when there is none."""
+
+
 def _is_disconnect(exc: BaseException) -> bool:
     if isinstance(exc, asyncpg.PostgresError):
         state = getattr(exc, "sqlstate", "") or ""
@@ -76,6 +137,10 @@ def _is_disconnect(exc: BaseException) -> bool:
 async def _nothing_to_reset(_conn: asyncpg.Connection) -> None:
     """Released connections ran one autocommit statement and set nothing: skip the default
     reset query (a round trip per release); asyncpg still rolls back an open transaction."""
+
+
+class _AlreadyStored(Exception):
+    """A retried start found its run stored by the attempt whose connection broke."""
 
 
 class RunStarts:
@@ -111,21 +176,69 @@ class RunStarts:
             uuid.uuid4(),
             new.message,
         )
+        try:
+            await self._run(_START, args, fetch=False)
+        except _AlreadyStored:
+            return
+
+    async def _run(self, sql: str, args: tuple[Any, ...], *, fetch: bool) -> list[asyncpg.Record]:
         pool = await self._get_pool()
         # A start that meets connections the server dropped (a restart) tries the next ones.
         attempts = self._size + 1
         for attempt in range(1, attempts + 1):
             try:
                 async with pool.acquire() as conn:
-                    await conn.execute(_START, *args)
-                return
+                    if fetch:
+                        return list(await conn.fetch(sql, *args))
+                    await conn.execute(sql, *args)
+                    return []
             except asyncpg.UniqueViolationError as exc:
                 if attempt > 1 and exc.constraint_name == "pk_runs":
-                    return  # the connection broke after the first attempt was committed
+                    # The connection broke after the first attempt was committed.
+                    raise _AlreadyStored from exc
                 raise
             except Exception as exc:
                 if attempt == attempts or not _is_disconnect(exc):
                     raise
+        raise AssertionError("unreachable")
+
+    async def continue_conversation(self, new: ContinuedRun) -> list[StoredMessage] | None:
+        """Store the run and the message; the history before it, or None when nothing was
+        stored (the caller finds out why on the session path)."""
+        args = (
+            new.run_id,
+            new.conversation_id,
+            new.api_key_id,
+            new.user,
+            new.worker_id,
+            utcnow(),
+            new.agent_id,
+            new.admin,
+            uuid.uuid4(),
+            new.message,
+        )
+        try:
+            rows = await self._run(_CONTINUE, args, fetch=True)
+        except _AlreadyStored:
+            return None  # stored, its reply lost: the session path sees a run in progress
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name == "uq_runs_running_conversation":
+                return None  # a run in progress (or one whose worker died)
+            raise
+        if not rows:
+            return None
+        return [
+            StoredMessage(
+                seq=row["seq"],
+                role=row["role"],
+                content=row["content"],
+                tool_calls=None if row["tool_calls"] is None else json.loads(row["tool_calls"]),
+                tool_call_id=row["tool_call_id"],
+                name=row["name"],
+            )
+            for row in rows
+            if row["seq"] is not None
+        ]
 
     async def aclose(self) -> None:
         if self._pool is not None:

@@ -14,7 +14,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -31,7 +31,7 @@ from app.chat.hub import RunHub
 from app.chat.journal import JournalBatcher, JournalWriter, is_transient
 from app.chat.loop import ReactRun, RunDeps, RunInput, RunResult
 from app.chat.models import Message, Run
-from app.chat.pgwrite import NewRun, RunStarts, Settle
+from app.chat.pgwrite import ContinuedRun, NewRun, RunStarts, Settle, StoredMessage
 from app.chat.repository import ConversationRepository, RunRepository, WorkerRepository
 from app.chat.schemas import ChatRequest
 from app.config import Settings
@@ -93,7 +93,7 @@ def lost_event() -> RunFailed:
     )
 
 
-def history_from_rows(rows: list[Message]) -> list[ChatMessage]:
+def history_from_rows(rows: Sequence[Message | StoredMessage]) -> list[ChatMessage]:
     """Stored messages → model messages, dropping tool calls that never got a result."""
     answered = {row.tool_call_id for row in rows if row.role == "tool"}
     out: list[ChatMessage] = []
@@ -278,55 +278,47 @@ class RunManager:
     # --- start ---------------------------------------------------------------------------
 
     async def _prepare(
-        self, req: ChatRequest, principal: Principal
-    ) -> tuple[Agent, uuid.UUID, uuid.UUID, list[ChatMessage]]:
-        """The agent (cached), and the run stored with its conversation and the user's message:
-        (agent, run id, conversation id, history before this message)."""
-        agent = await self.agents.get(req.agent_id)
-        if agent is None or not principal.may_use(agent.id):
-            raise self._gone(req)
-        run_id = uuid.uuid4()
-        self._claimed.add(run_id)
-        try:
-            if (
-                self.starts is not None
-                and req.conversation_id is None
-                and principal.rate_limit_per_minute is None
-            ):
-                # The common case in one round trip: nothing to lock, count or read first.
-                conversation_id = uuid.uuid4()
-                stored = self.starts.insert(
-                    NewRun(
-                        run_id=run_id,
-                        conversation_id=conversation_id,
-                        agent_id=agent.id,
-                        title=req.message[:80],
-                        message=req.message,
-                        api_key_id=principal.key_id,
-                        user=principal.user,
-                        worker_id=self.worker_id,
-                    )
+        self, req: ChatRequest, principal: Principal, agent: Agent, run_id: uuid.UUID
+    ) -> tuple[uuid.UUID, list[ChatMessage]]:
+        """The run stored with the user's message, in an existing conversation or with a new
+        one on the session path: (conversation id, history before this message)."""
+        if (
+            self.starts is not None
+            and req.conversation_id is not None
+            and self._unlimited(principal)
+        ):
+            # Continuing a conversation in one round trip; the session path tells apart why
+            # it stored nothing (404, another agent's, 409, a run whose worker died).
+            stored = await self.starts.continue_conversation(
+                ContinuedRun(
+                    run_id=run_id,
+                    conversation_id=req.conversation_id,
+                    agent_id=agent.id,
+                    message=req.message,
+                    api_key_id=principal.key_id,
+                    user=principal.user,
+                    admin=principal.admin,
+                    worker_id=self.worker_id,
                 )
-                try:
-                    await stored
-                except asyncpg.ForeignKeyViolationError as exc:
-                    raise self._gone(req) from exc  # deleted just now (a stale cached copy)
-                return agent, run_id, conversation_id, []
-            async with self.sessionmaker() as session:
-                try:
-                    conversation_id, history = await self._create_run(
-                        session, agent, req, principal, run_id
-                    )
-                    await session.commit()
-                except IntegrityError as exc:
-                    if getattr(exc.orig, "sqlstate", None) == FOREIGN_KEY_VIOLATION:
-                        raise self._gone(req) from exc
-                    # The store allows one running run per conversation (all workers).
-                    raise self._busy() from exc
-        except BaseException:
-            self._claimed.discard(run_id)
-            raise
-        return agent, run_id, conversation_id, history
+            )
+            if stored is not None:
+                return req.conversation_id, history_from_rows(stored)
+        async with self.sessionmaker() as session:
+            try:
+                conversation_id, history = await self._create_run(
+                    session, agent, req, principal, run_id
+                )
+                await session.commit()
+            except IntegrityError as exc:
+                if getattr(exc.orig, "sqlstate", None) == FOREIGN_KEY_VIOLATION:
+                    raise self._gone(req) from exc
+                # The store allows one running run per conversation (all workers).
+                raise self._busy() from exc
+        return conversation_id, history
+
+    def _unlimited(self, principal: Principal) -> bool:
+        """No run count to keep for the key (a rate-limited one takes the session path)."""
+        return principal.rate_limit_per_minute is None
 
     @staticmethod
     def _gone(req: ChatRequest) -> NotFound:
@@ -404,16 +396,71 @@ class RunManager:
     async def start(
         self, req: ChatRequest, principal: Principal
     ) -> tuple[ActiveRun, asyncio.Queue[Published]]:
+        """Store the run and start executing it; returns once the run is stored.
+
+        A run in a new conversation (the common case) is stored in one statement while it
+        already starts: its model call goes out in parallel with that write, and its events
+        wait for it (`JournalWriter`'s `after`), so nothing is stored or sent before the run is.
+        """
         if self.llm is None:
             raise Unavailable(
                 "chat is unavailable: no LLM is configured (set QUIVER_LLM_BASE_URL, and "
                 "QUIVER_LLM_API_KEY / QUIVER_LLM_MODEL as needed)"
             )
-        agent, run_id, conversation_id, history = await self._prepare(req, principal)
+        agent = await self.agents.get(req.agent_id)
+        if agent is None or not principal.may_use(agent.id):
+            raise self._gone(req)
+        run_id = uuid.uuid4()
+        if self.starts is not None and req.conversation_id is None and self._unlimited(principal):
+            conversation_id = uuid.uuid4()
+            stored = asyncio.ensure_future(
+                self.starts.insert(
+                    NewRun(
+                        run_id=run_id,
+                        conversation_id=conversation_id,
+                        agent_id=agent.id,
+                        title=req.message[:80],
+                        message=req.message,
+                        api_key_id=principal.key_id,
+                        user=principal.user,
+                        worker_id=self.worker_id,
+                    )
+                )
+            )
+            active, queue = self._launch(
+                req, principal, agent, run_id, conversation_id, [], after=stored
+            )
+            try:
+                await asyncio.shield(stored)
+            except BaseException as exc:
+                # Not stored (or the request went away meanwhile): the run does not go on. If
+                # the write did commit after all, the heartbeat closes the run as lost.
+                await self._abort(active)
+                if isinstance(exc, asyncpg.ForeignKeyViolationError):
+                    raise self._gone(req) from exc  # deleted just now (a stale cached copy)
+                raise
+            return active, queue
+        self._claimed.add(run_id)
+        try:
+            conversation_id, history = await self._prepare(req, principal, agent, run_id)
+            return self._launch(req, principal, agent, run_id, conversation_id, history)
+        finally:
+            self._claimed.discard(run_id)
+
+    def _launch(
+        self,
+        req: ChatRequest,
+        principal: Principal,
+        agent: Agent,
+        run_id: uuid.UUID,
+        conversation_id: uuid.UUID,
+        history: list[ChatMessage],
+        *,
+        after: asyncio.Future[None] | None = None,
+    ) -> tuple[ActiveRun, asyncio.Queue[Published]]:
         active = ActiveRun(run_id=run_id, conversation_id=conversation_id)
         queue = active.subscribe()
         self.active[run_id] = active
-        self._claimed.discard(run_id)
         inp = RunInput(
             run_id=str(run_id),
             conversation_id=str(conversation_id),
@@ -423,8 +470,20 @@ class RunManager:
             api_key_id=str(principal.key_id),
             user=principal.user,
         )
-        active.task = asyncio.create_task(self._execute(active, inp), name=f"run-{run_id}")
+        active.task = asyncio.create_task(
+            self._execute(active, inp, after=after), name=f"run-{run_id}"
+        )
         return active, queue
+
+    async def _abort(self, active: ActiveRun) -> None:
+        """Stop a run whose row was not stored (nothing of it was journaled or sent)."""
+        task = active.task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        self.active.pop(active.run_id, None)
+        self.journal.release(active.run_id)
 
     def adopt(self, active: ActiveRun, inp: RunInput, *, keep_messages: bool = True) -> None:
         """Execute a run whose row the caller stored and claimed (a delegation's child run,
@@ -443,9 +502,15 @@ class RunManager:
     # --- execute -------------------------------------------------------------------------
 
     async def _execute(
-        self, active: ActiveRun, inp: RunInput, *, keep_messages: bool = True
+        self,
+        active: ActiveRun,
+        inp: RunInput,
+        *,
+        keep_messages: bool = True,
+        after: asyncio.Future[None] | None = None,
     ) -> None:
-        journal = JournalWriter(run_id=active.run_id, batcher=self.journal)
+        """`after`: the write that stores the run; its events are journaled once it is done."""
+        journal = JournalWriter(run_id=active.run_id, batcher=self.journal, after=after)
         deps = RunDeps(
             settings=self.settings,
             backends=self.backends,
@@ -459,6 +524,7 @@ class RunManager:
                 user=inp.user,
                 cancel=active.cancel,
             ),
+            stored=after,
         )
         run = ReactRun(deps=deps, inp=inp)
         terminal: RunEvent | None = None

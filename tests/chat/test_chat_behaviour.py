@@ -219,6 +219,36 @@ async def test_second_concurrent_run_in_a_conversation_is_refused(
     assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
 
 
+async def test_a_conversation_continues_only_with_its_own_agent(
+    live: httpx.AsyncClient, scripted_llm: ScriptedLLM, create_agent: CreateAgent
+) -> None:
+    agent, other = await create_agent(), await create_agent()
+    scripted_llm.script(Turn(text="first answer"), Turn(text="second answer"))
+    events = await chat(live, agent["id"], "first question")
+    conversation_id = events[0].data["conversation_id"]
+    body = {"agent_id": other["id"], "message": "hijack", "conversation_id": conversation_id}
+    refused = await live.post("/api/v1/chat", json=body)
+    assert refused.status_code == 422, refused.text
+    assert "another agent" in refused.json()["detail"]
+    # nothing of the refused message was stored: the next run sees the history as it was
+    events = await chat(live, agent["id"], "second question", conversation_id)
+    assert events[-1].data["status"] == "completed"
+    sent = [(m["role"], m.get("content")) for m in scripted_llm.requests[-1]["messages"][1:]]
+    assert sent == [
+        ("user", "first question"),
+        ("assistant", "first answer"),
+        ("user", "second question"),
+    ]
+    stored = (await live.get(f"/api/v1/conversations/{conversation_id}")).json()
+    assert [m["content"] for m in stored["messages"]] == [
+        "first question",
+        "first answer",
+        "second question",
+        "second answer",
+    ]
+    assert len(stored["runs"]) == 2
+
+
 async def test_max_iterations_ends_the_run(
     live: httpx.AsyncClient, scripted_llm: ScriptedLLM, create_agent: CreateAgent
 ) -> None:
