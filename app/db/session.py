@@ -22,7 +22,8 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
             await session.rollback()
             raise
         else:
-            await session.commit()
+            if session.in_transaction():  # a request that read nothing has nothing to commit
+                await session.commit()
 
 
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]

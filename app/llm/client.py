@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,8 +35,10 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _RETRY_STATUSES = frozenset({408, 409, 429})
-_KEEPALIVE = 500
-"""Idle connections kept to the model endpoint (its own pool; tool traffic has another)."""
+_KEEPALIVE = 512
+"""Idle connections kept to the model endpoint (its own pools; tool traffic has another)."""
+_SHARDS = 16
+"""Connection pools the model calls are spread over (see `_ShardedPool`)."""
 
 __all__ = ["LlmClient", "LlmError"]
 
@@ -307,7 +309,7 @@ class LlmClient:
             # Its own pool, sized for bursts: a connection per concurrent call, kept for the
             # next one (a pool that closes them again reconnects on every call under load).
             self._http = httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=_KEEPALIVE),
+                transport=_ShardedPool(_SHARDS, keepalive=_KEEPALIVE // _SHARDS),
                 follow_redirects=False,
                 trust_env=False,
             )
@@ -330,6 +332,68 @@ class LlmClient:
         if self._api_key:
             text = text.replace(self._api_key, "***")
         return text
+
+
+class _ShardedPool(httpx.AsyncBaseTransport):
+    """Model calls spread over several small connection pools, the least busy one first.
+
+    httpcore's pool walks all its connections on every request and every response close,
+    polls each idle socket, and counts the idle ones once per idle connection (quadratic): with
+    a burst's hundreds of connections in one pool that walk cost more CPU than the rest of the
+    model hop. Small pools keep it short; a lone caller always gets the first pool (and its
+    kept connection).
+    """
+
+    def __init__(self, shards: int, *, keepalive: int) -> None:
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=keepalive)
+        tls = httpx.create_ssl_context(trust_env=False)  # built once (~0.1 s), shared
+        self._pools = [
+            httpx.AsyncHTTPTransport(verify=tls, limits=limits, trust_env=False)
+            for _ in range(shards)
+        ]
+        self._busy = [0] * shards
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        busy = self._busy
+        shard = busy.index(min(busy))
+        busy[shard] += 1
+        try:
+            response = await self._pools[shard].handle_async_request(request)
+        except BaseException:
+            busy[shard] -= 1
+            raise
+        response.stream = _Released(response.stream, lambda: self._release(shard))
+        return response
+
+    def _release(self, shard: int) -> None:
+        self._busy[shard] -= 1
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.aclose()
+
+
+class _Released(httpx.AsyncByteStream):
+    """A response body that tells its pool's counter when it is closed (once)."""
+
+    __slots__ = ("_on_close", "_stream")
+
+    def __init__(
+        self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, on_close: Callable[[], None]
+    ) -> None:
+        assert isinstance(stream, httpx.AsyncByteStream)
+        self._stream = stream
+        self._on_close: Callable[[], None] | None = on_close
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._stream:
+            yield part
+
+    async def aclose(self) -> None:
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
+        await self._stream.aclose()
 
 
 class _Deadline:
