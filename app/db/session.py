@@ -9,13 +9,18 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 
-def get_sessionmaker(request: Request) -> async_sessionmaker[AsyncSession]:
+def _sessionmaker(request: Request) -> async_sessionmaker[AsyncSession]:
     maker: async_sessionmaker[AsyncSession] = request.app.state.sessionmaker
     return maker
 
 
+async def get_sessionmaker(request: Request) -> async_sessionmaker[AsyncSession]:
+    """`async def`: FastAPI runs a plain `def` dependency in a worker thread."""
+    return _sessionmaker(request)
+
+
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
-    async with get_sessionmaker(request)() as session:
+    async with _sessionmaker(request)() as session:
         try:
             yield session
         except Exception:

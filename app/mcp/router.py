@@ -19,7 +19,7 @@ McpPoolDep = Annotated[McpPool, Depends(_pool)]
 
 
 async def _close_session(request: Request, id: uuid.UUID) -> None:
-    pool: McpPool = _pool(request)
+    pool: McpPool = await _pool(request)
     await pool.invalidate(id)
 
 
