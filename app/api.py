@@ -34,9 +34,11 @@ ADMIN_ROUTERS = (
 
 def build_api_router() -> APIRouter:
     api = APIRouter(prefix="/api/v1")
+    # First: routes are matched in order, and POST /chat is the hot path (no path of the
+    # admin routers overlaps the chat router's).
+    api.include_router(chat_router, dependencies=[ChatKey])
     for router in ADMIN_ROUTERS:
         api.include_router(router, dependencies=[AdminKey])
-    api.include_router(chat_router, dependencies=[ChatKey])
     api.include_router(operator_router, dependencies=[ChatKey])
     api.include_router(audit_router, dependencies=[ChatKey])
     api.include_router(approvals_router, dependencies=[ChatKey])
