@@ -21,6 +21,8 @@ Both stores (SQLite, and apps given a sessionmaker by tests) take the session pa
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -139,17 +141,54 @@ async def _nothing_to_reset(_conn: asyncpg.Connection) -> None:
     reset query (a round trip per release); asyncpg still rolls back an open transaction."""
 
 
+_STORED_BEFORE = frozenset({"pk_runs", "pk_conversations"})
+"""Keys a retried start trips over when the attempt whose connection broke was committed."""
+
+
 class _AlreadyStored(Exception):
     """A retried start found its run stored by the attempt whose connection broke."""
 
 
+_START_MANY = """
+WITH n AS (
+    SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::uuid[], $6::text[],
+                         $7::uuid[], $8::uuid[], $9::uuid[], $10::text[])
+         AS n(conversation_id, agent_id, title, api_key_id, "user", run_id, worker_id,
+              message_id, message)
+), c AS (
+    INSERT INTO conversations (id, agent_id, title, api_key_id, "user", created_at, updated_at)
+    SELECT conversation_id, agent_id, title, api_key_id, "user", $1, $1 FROM n
+), r AS (
+    INSERT INTO runs (id, conversation_id, agent_id, kind, status, iterations, usage, error,
+                      cancel_requested, api_key_id, "user", finished_at, worker_id,
+                      created_at, updated_at)
+    SELECT run_id, conversation_id, agent_id, 'chat', 'running', 0, '{}'::jsonb, NULL, false,
+           api_key_id, "user", NULL, worker_id, $1, $1
+    FROM n
+)
+INSERT INTO messages (id, conversation_id, run_id, seq, role, content, tool_calls,
+                      tool_call_id, name, created_at)
+SELECT message_id, conversation_id, run_id, 1, 'user', message, NULL, NULL, NULL, $1 FROM n
+"""
+"""`_START` for every new run queued while the previous statement ran (see `RunStarts`)."""
+_MAX_STARTS = 500
+
+
 class RunStarts:
-    """Stores new runs through a small asyncpg pool (no pre-ping; retried on a dropped one)."""
+    """Stores new runs through a small asyncpg pool (no pre-ping; retried on a dropped one).
+
+    New runs are written like the journal: the ones that queue up while a statement runs go
+    together in the next one (`unnest`), so a burst of starts costs a few round trips, not
+    one each in line for a connection. When a batch is refused (an agent deleted meanwhile),
+    each of its runs is tried alone, so only that run fails.
+    """
 
     def __init__(self, dsn: str, *, size: int) -> None:
         self._dsn = dsn
         self._size = size
         self._pool: asyncpg.Pool | None = None
+        self._queue: list[tuple[NewRun, asyncio.Future[None]]] = []
+        self._drainer: asyncio.Task[None] | None = None
 
     async def _get_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -164,6 +203,59 @@ class RunStarts:
 
     async def insert(self, new: NewRun) -> None:
         """Store the conversation, the run and the message (all or nothing)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((new, done))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain(), name="run-starts")
+        await done
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue[:_MAX_STARTS], self._queue[_MAX_STARTS:]
+            try:
+                if len(batch) == 1:
+                    await self._insert_one(batch[0][0])
+                else:
+                    await self._insert_many([new for new, _ in batch])
+            except Exception as exc:
+                if len(batch) == 1 or _is_disconnect(exc):
+                    for _, done in batch:
+                        if not done.done():
+                            done.set_exception(exc)
+                    continue
+                for new, done in batch:  # one bad run must not fail the others
+                    try:
+                        await self._insert_one(new)
+                    except Exception as single:
+                        if not done.done():
+                            done.set_exception(single)
+                    else:
+                        if not done.done():
+                            done.set_result(None)
+                continue
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
+
+    async def _insert_many(self, batch: list[NewRun]) -> None:
+        args = (
+            utcnow(),
+            [n.conversation_id for n in batch],
+            [n.agent_id for n in batch],
+            [n.title for n in batch],
+            [n.api_key_id for n in batch],
+            [n.user for n in batch],
+            [n.run_id for n in batch],
+            [n.worker_id for n in batch],
+            [uuid.uuid4() for _ in batch],
+            [n.message for n in batch],
+        )
+        try:
+            await self._run(_START_MANY, args, fetch=False)
+        except _AlreadyStored:
+            return
+
+    async def _insert_one(self, new: NewRun) -> None:
         args = (
             new.conversation_id,
             new.agent_id,
@@ -193,7 +285,7 @@ class RunStarts:
                     await conn.execute(sql, *args)
                     return []
             except asyncpg.UniqueViolationError as exc:
-                if attempt > 1 and exc.constraint_name == "pk_runs":
+                if attempt > 1 and exc.constraint_name in _STORED_BEFORE:
                     # The connection broke after the first attempt was committed.
                     raise _AlreadyStored from exc
                 raise
@@ -241,6 +333,9 @@ class RunStarts:
         ]
 
     async def aclose(self) -> None:
+        if self._drainer is not None:
+            with contextlib.suppress(Exception):
+                await self._drainer
         if self._pool is not None:
             await self._pool.close()
             self._pool = None

@@ -1,0 +1,81 @@
+"""New runs are stored in batches (`RunStarts`, app/chat/pgwrite.py): a burst of starts goes
+out in a few statements, and a run the store refuses fails alone."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+import pytest
+
+from app.agents.models import Agent
+from app.chat.pgwrite import NewRun, RunStarts, asyncpg_dsn
+from app.config import Settings
+from app.db.engine import create_engine, create_sessionmaker
+
+
+def new_run(agent_id: uuid.UUID, message: str) -> NewRun:
+    return NewRun(
+        run_id=uuid.uuid4(),
+        conversation_id=uuid.uuid4(),
+        agent_id=agent_id,
+        title=message,
+        message=message,
+        api_key_id=None,
+        user=None,
+        worker_id=uuid.uuid4(),
+    )
+
+
+async def test_a_burst_of_starts_is_stored_and_a_refused_run_fails_alone(
+    committing_settings: Settings,
+) -> None:
+    dsn = asyncpg_dsn(committing_settings.async_database_url)
+    conn = await asyncpg.connect(dsn)
+    starts = RunStarts(dsn, size=2)
+    agent_id = uuid.uuid4()
+    try:
+        engine = create_engine(committing_settings)
+        try:
+            async with create_sessionmaker(engine)() as session:
+                session.add(Agent(id=agent_id, name=f"starts-{agent_id.hex[:8]}"))
+                await session.commit()
+        finally:
+            await engine.dispose()
+        good = [new_run(agent_id, f"m{i}") for i in range(20)]
+        bad = new_run(uuid.uuid4(), "no such agent")
+        runs = [*good[:10], bad, *good[10:]]
+        results = await asyncio.gather(
+            *(starts.insert(run) for run in runs), return_exceptions=True
+        )
+        assert isinstance(results[10], asyncpg.ForeignKeyViolationError)
+        assert [r for i, r in enumerate(results) if i != 10] == [None] * 20
+        stored = await conn.fetch(
+            "SELECT r.id, r.status, m.content, m.seq FROM runs r "
+            "JOIN messages m ON m.run_id = r.id WHERE r.agent_id = $1",
+            agent_id,
+        )
+        assert sorted((row["id"], row["content"]) for row in stored) == sorted(
+            (run.run_id, run.message) for run in good
+        )
+        assert {(row["status"], row["seq"]) for row in stored} == {("running", 1)}
+        assert not await conn.fetchval("SELECT count(*) FROM runs WHERE id = $1", bad.run_id)
+    finally:
+        await starts.aclose()
+        await conn.execute("DELETE FROM agents WHERE id = $1", agent_id)
+        await conn.close()
+
+
+@pytest.mark.parametrize("count", [1, 3])
+async def test_starts_of_a_deleted_agent_fail(committing_settings: Settings, count: int) -> None:
+    dsn = asyncpg_dsn(committing_settings.async_database_url)
+    starts = RunStarts(dsn, size=1)
+    try:
+        gone = uuid.uuid4()
+        results = await asyncio.gather(
+            *(starts.insert(new_run(gone, "x")) for _ in range(count)), return_exceptions=True
+        )
+        assert all(isinstance(r, asyncpg.ForeignKeyViolationError) for r in results)
+    finally:
+        await starts.aclose()
