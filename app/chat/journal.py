@@ -248,7 +248,8 @@ async def settle_in_session(session: AsyncSession, settle: Settle) -> None:
     )
 
 
-def _copy_outcome(target: asyncio.Future[None], source: asyncio.Future[None]) -> None:
+def copy_outcome(target: asyncio.Future[None], source: asyncio.Future[None]) -> None:
+    """Settle `target` as `source` was settled (a done callback of `source`)."""
     if target.done():
         return
     if source.cancelled():
@@ -292,7 +293,7 @@ class JournalWriter:
             stored = self._batcher.enqueue(
                 pending.run_id, pending.seq, pending.kind, pending.data, pending.also
             )
-            stored.add_done_callback(partial(_copy_outcome, pending.done))
+            stored.add_done_callback(partial(copy_outcome, pending.done))
 
     def _not_stored(self) -> JournalUnavailable:
         return JournalUnavailable(f"run {self.run_id} was not stored")
@@ -305,8 +306,7 @@ class JournalWriter:
         `also` runs in the same transaction (the run's final state goes with its last event,
         so a reader never sees a finished run without its final event).
         """
-        data = redact(event_payload(event))
-        clean = event_from_record(event.kind, data)
+        data, clean = self._clean(event)
         self.seq += 1
         if self._held is not None or self._unstored:
             pending = _Pending(
@@ -319,6 +319,19 @@ class JournalWriter:
             return self.seq, clean, pending.done
         stored = self._batcher.enqueue(self.run_id, self.seq, event.kind, data, also)
         return self.seq, clean, stored
+
+    @staticmethod
+    def _clean(event: RunEvent) -> tuple[dict[str, Any], RunEvent]:
+        data = redact(event_payload(event))
+        return data, event_from_record(event.kind, data)
+
+    def first(self, event: RunEvent) -> tuple[int, RunEvent, dict[str, Any]]:
+        """Number and redact the run's first event without queuing it: the caller stores it
+        with the run itself (`RunStarts`). (seq 1, redacted event, its stored payload)."""
+        assert self.seq == 0, "only the run's first event"
+        data, clean = self._clean(event)
+        self.seq = 1
+        return 1, clean, data
 
     @property
     def broken(self) -> bool:

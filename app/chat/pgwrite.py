@@ -55,23 +55,8 @@ class NewRun:
     api_key_id: uuid.UUID | None
     user: str | None
     worker_id: uuid.UUID
-
-
-_START = """
-WITH c AS (
-    INSERT INTO conversations (id, agent_id, title, api_key_id, "user", created_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $6)
-), r AS (
-    INSERT INTO runs (id, conversation_id, agent_id, kind, status, iterations, usage, error,
-                      cancel_requested, api_key_id, "user", finished_at, worker_id,
-                      created_at, updated_at)
-    VALUES ($7, $1, $2, 'chat', 'running', 0, '{}'::jsonb, NULL, false, $4, $5, NULL, $8,
-            $6, $6)
-)
-INSERT INTO messages (id, conversation_id, run_id, seq, role, content, tool_calls,
-                      tool_call_id, name, created_at)
-VALUES ($9, $1, $7, 1, 'user', $10, NULL, NULL, NULL, $6)
-"""
+    event: tuple[str, dict[str, Any]] | None = None
+    """The run's first journal event (seq 1: `run_started`, redacted), stored with it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,9 +137,13 @@ class _AlreadyStored(Exception):
 _START_MANY = """
 WITH n AS (
     SELECT * FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::uuid[], $6::text[],
-                         $7::uuid[], $8::uuid[], $9::uuid[], $10::text[])
+                         $7::uuid[], $8::uuid[], $9::uuid[], $10::text[], $11::text[],
+                         $12::text[])
          AS n(conversation_id, agent_id, title, api_key_id, "user", run_id, worker_id,
-              message_id, message)
+              message_id, message, event_kind, event_data)
+), e AS (
+    INSERT INTO run_events (run_id, seq, kind, data, created_at)
+    SELECT run_id, 1, event_kind, event_data::jsonb, $1 FROM n WHERE event_kind IS NOT NULL
 ), c AS (
     INSERT INTO conversations (id, agent_id, title, api_key_id, "user", created_at, updated_at)
     SELECT conversation_id, agent_id, title, api_key_id, "user", $1, $1 FROM n
@@ -170,7 +159,8 @@ INSERT INTO messages (id, conversation_id, run_id, seq, role, content, tool_call
                       tool_call_id, name, created_at)
 SELECT message_id, conversation_id, run_id, 1, 'user', message, NULL, NULL, NULL, $1 FROM n
 """
-"""`_START` for every new run queued while the previous statement ran (see `RunStarts`)."""
+"""The conversations, runs, user messages and first events of the new runs queued while the
+previous statement ran (see `RunStarts`): one statement, atomic without a transaction block."""
 _MAX_STARTS = 500
 
 
@@ -213,10 +203,7 @@ class RunStarts:
         while self._queue:
             batch, self._queue = self._queue[:_MAX_STARTS], self._queue[_MAX_STARTS:]
             try:
-                if len(batch) == 1:
-                    await self._insert_one(batch[0][0])
-                else:
-                    await self._insert_many([new for new, _ in batch])
+                await self._insert_many([new for new, _ in batch])
             except Exception as exc:
                 if len(batch) == 1 or _is_disconnect(exc):
                     for _, done in batch:
@@ -249,6 +236,8 @@ class RunStarts:
             [n.worker_id for n in batch],
             [uuid.uuid4() for _ in batch],
             [n.message for n in batch],
+            [n.event[0] if n.event else None for n in batch],
+            [_json(n.event[1]) if n.event else None for n in batch],
         )
         try:
             await self._run(_START_MANY, args, fetch=False)
@@ -256,22 +245,7 @@ class RunStarts:
             return
 
     async def _insert_one(self, new: NewRun) -> None:
-        args = (
-            new.conversation_id,
-            new.agent_id,
-            new.title,
-            new.api_key_id,
-            new.user,
-            utcnow(),
-            new.run_id,
-            new.worker_id,
-            uuid.uuid4(),
-            new.message,
-        )
-        try:
-            await self._run(_START, args, fetch=False)
-        except _AlreadyStored:
-            return
+        await self._insert_many([new])
 
     async def _run(self, sql: str, args: tuple[Any, ...], *, fetch: bool) -> list[asyncpg.Record]:
         pool = await self._get_pool()

@@ -15,8 +15,9 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, cast
 
 import asyncpg
@@ -28,7 +29,7 @@ from app.agents.models import Agent
 from app.approvals.repository import ApprovalRepository
 from app.approvals.stored import StoredApprovalGate
 from app.chat.hub import RunHub
-from app.chat.journal import JournalBatcher, JournalWriter, is_transient
+from app.chat.journal import JournalBatcher, JournalWriter, copy_outcome, is_transient
 from app.chat.loop import ReactRun, RunDeps, RunInput, RunResult
 from app.chat.models import Message, Run
 from app.chat.pgwrite import ContinuedRun, NewRun, RunStarts, Settle, StoredMessage
@@ -412,23 +413,19 @@ class RunManager:
             raise self._gone(req)
         run_id = uuid.uuid4()
         if self.starts is not None and req.conversation_id is None and self._unlimited(principal):
-            conversation_id = uuid.uuid4()
-            stored = asyncio.ensure_future(
-                self.starts.insert(
-                    NewRun(
-                        run_id=run_id,
-                        conversation_id=conversation_id,
-                        agent_id=agent.id,
-                        title=req.message[:80],
-                        message=req.message,
-                        api_key_id=principal.key_id,
-                        user=principal.user,
-                        worker_id=self.worker_id,
-                    )
-                )
+            stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            new = NewRun(
+                run_id=run_id,
+                conversation_id=uuid.uuid4(),
+                agent_id=agent.id,
+                title=req.message[:80],
+                message=req.message,
+                api_key_id=principal.key_id,
+                user=principal.user,
+                worker_id=self.worker_id,
             )
             active, queue = self._launch(
-                req, principal, agent, run_id, conversation_id, [], after=stored
+                req, principal, agent, run_id, new.conversation_id, [], start=new, stored=stored
             )
             try:
                 await asyncio.shield(stored)
@@ -456,7 +453,8 @@ class RunManager:
         conversation_id: uuid.UUID,
         history: list[ChatMessage],
         *,
-        after: asyncio.Future[None] | None = None,
+        start: NewRun | None = None,
+        stored: asyncio.Future[None] | None = None,
     ) -> tuple[ActiveRun, asyncio.Queue[Published]]:
         active = ActiveRun(run_id=run_id, conversation_id=conversation_id)
         queue = active.subscribe()
@@ -471,7 +469,7 @@ class RunManager:
             user=principal.user,
         )
         active.task = asyncio.create_task(
-            self._execute(active, inp, after=after), name=f"run-{run_id}"
+            self._execute(active, inp, start=start, stored=stored), name=f"run-{run_id}"
         )
         return active, queue
 
@@ -507,10 +505,13 @@ class RunManager:
         inp: RunInput,
         *,
         keep_messages: bool = True,
-        after: asyncio.Future[None] | None = None,
+        start: NewRun | None = None,
+        stored: asyncio.Future[None] | None = None,
     ) -> None:
-        """`after`: the write that stores the run; its events are journaled once it is done."""
-        journal = JournalWriter(run_id=active.run_id, batcher=self.journal, after=after)
+        """`start`: the run is not stored yet. The run stores it with its first event
+        (`run_started`, once the toolset is assembled) and settles `stored` when that write
+        is done; its model call goes out meanwhile, its later events wait for `stored`."""
+        journal = JournalWriter(run_id=active.run_id, batcher=self.journal, after=stored)
         deps = RunDeps(
             settings=self.settings,
             backends=self.backends,
@@ -524,15 +525,15 @@ class RunManager:
                 user=inp.user,
                 cancel=active.cancel,
             ),
-            stored=after,
+            stored=stored,
         )
         run = ReactRun(deps=deps, inp=inp)
         terminal: RunEvent | None = None
         result = RunResult(status="failed", new_messages=[], iterations=0, usage=Usage())
         # The loop does not wait for the journal: events are queued for storage in order, and
         # a publisher sends each one as soon as it is committed.
-        stored: asyncio.Queue[Submitted | None] = asyncio.Queue()
-        publisher = asyncio.create_task(self._publish_in_order(active, stored))
+        outbox: asyncio.Queue[Submitted | None] = asyncio.Queue()
+        publisher = asyncio.create_task(self._publish_in_order(active, outbox))
         try:
             config = run_config(inp.agent.model_config_json, self.settings)  # once per run
             async for event in run.events(config):
@@ -540,8 +541,13 @@ class RunManager:
                     result = event
                 elif event.kind in TERMINAL_KINDS:
                     terminal = event  # written after the conversation is persisted
+                elif start is not None and stored is not None:
+                    seq, clean, data = journal.first(event)
+                    write = self._store_start(start, stored, (event.kind, data))
+                    outbox.put_nowait((seq, clean, write))
+                    start = None
                 else:
-                    stored.put_nowait(journal.submit(event))
+                    outbox.put_nowait(journal.submit(event))
         except Exception as exc:  # the run's one exception boundary: journal it, typed
             logger.exception("run %s failed", active.run_id)
             terminal = RunFailed(
@@ -550,7 +556,9 @@ class RunManager:
                 )
             )
         finally:
-            stored.put_nowait(None)
+            if start is not None and stored is not None:  # ended before its first event
+                self._store_start(start, stored, None)
+            outbox.put_nowait(None)
             await publisher
         if active.journal_failed:
             terminal = journal_unavailable()
@@ -582,10 +590,25 @@ class RunManager:
             logger.exception("could not persist the failure of run %s", active.run_id)
             active.publish(None)
         finally:
+            if stored is not None and not stored.done():  # never left the handler waiting
+                stored.set_exception(RuntimeError("the run stopped before it was stored"))
             self.active.pop(active.run_id, None)
             self.journal.release(active.run_id)
             if self.on_finished is not None:
                 self.on_finished(result.status if terminal.kind == "run_finished" else "failed")
+
+    def _store_start(
+        self,
+        start: NewRun,
+        stored: asyncio.Future[None],
+        first: tuple[str, dict[str, Any]] | None,
+    ) -> asyncio.Future[None]:
+        """Store the run with its first event (None: it ended before one); `stored` is
+        settled as that write is."""
+        assert self.starts is not None
+        write = asyncio.ensure_future(self.starts.insert(replace(start, event=first)))
+        write.add_done_callback(partial(copy_outcome, stored))
+        return write
 
     async def _publish_in_order(
         self, active: ActiveRun, stored: asyncio.Queue[Submitted | None]

@@ -4,7 +4,9 @@ out in a few statements, and a run the store refuses fails alone."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from dataclasses import replace
 
 import asyncpg
 import pytest
@@ -43,7 +45,10 @@ async def test_a_burst_of_starts_is_stored_and_a_refused_run_fails_alone(
                 await session.commit()
         finally:
             await engine.dispose()
-        good = [new_run(agent_id, f"m{i}") for i in range(20)]
+        good = [
+            replace(new_run(agent_id, f"m{i}"), event=("run_started", {"n": i}) if i % 2 else None)
+            for i in range(20)
+        ]
         bad = new_run(uuid.uuid4(), "no such agent")
         runs = [*good[:10], bad, *good[10:]]
         results = await asyncio.gather(
@@ -61,6 +66,14 @@ async def test_a_burst_of_starts_is_stored_and_a_refused_run_fails_alone(
         )
         assert {(row["status"], row["seq"]) for row in stored} == {("running", 1)}
         assert not await conn.fetchval("SELECT count(*) FROM runs WHERE id = $1", bad.run_id)
+        # a run's first event is stored with it (seq 1), when it has one
+        events = await conn.fetch(
+            "SELECT run_id, seq, kind, data FROM run_events WHERE run_id = ANY($1::uuid[])",
+            [run.run_id for run in runs],
+        )
+        assert sorted(
+            (e["run_id"], e["seq"], e["kind"], json.loads(e["data"])) for e in events
+        ) == sorted((run.run_id, 1, "run_started", run.event[1]) for run in good if run.event)
     finally:
         await starts.aclose()
         await conn.execute("DELETE FROM agents WHERE id = $1", agent_id)
