@@ -192,12 +192,17 @@ class RunStarts:
         return self._pool
 
     async def insert(self, new: NewRun) -> None:
-        """Store the conversation, the run and the message (all or nothing)."""
+        """Store the conversation, the run, the message and the first event (all or nothing)."""
+        await self.submit(new)
+
+    def submit(self, new: NewRun) -> asyncio.Future[None]:
+        """Queue the run for the next statement at once (no task of its own): the future
+        settles as storing it does."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append((new, done))
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name="run-starts")
-        await done
+        return done
 
     async def _drain(self) -> None:
         while self._queue:

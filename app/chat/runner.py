@@ -606,7 +606,7 @@ class RunManager:
         """Store the run with its first event (None: it ended before one); `stored` is
         settled as that write is."""
         assert self.starts is not None
-        write = asyncio.ensure_future(self.starts.insert(replace(start, event=first)))
+        write = self.starts.submit(replace(start, event=first))
         write.add_done_callback(partial(copy_outcome, stored))
         return write
 
