@@ -1,7 +1,8 @@
 """The run path's writes on Postgres: one statement each, on plain asyncpg connections.
 
-Starting a run in a new conversation stores the conversation, the run and the user's message
-in one statement (data-modifying CTEs; atomic without a transaction block, so one round trip).
+Starting runs in new conversations stores the conversations, the runs, the users' messages and
+each run's first event (`run_started`) in one statement (data-modifying CTEs over `unnest`
+arrays; atomic without a transaction block, so one round trip for every start queued meanwhile).
 Continuing a conversation is one statement too: the run and the user's message are inserted
 only when the conversation is the caller's and the agent's, and the same statement returns the
 history before that message. When it inserts nothing (unknown conversation, someone else's,
