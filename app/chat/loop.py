@@ -125,6 +125,9 @@ class RunDeps:
     """The write storing the run, when it is still in flight as the run starts (its first
     model call goes out meanwhile): awaited before anything that writes rows referencing the
     run (tool calls: approvals, audit, delegations)."""
+    stored_first: bool = False
+    """Wait for `stored` before the first model call too: in a burst of starts the writes (and
+    so every run's first event) go first, the model calls after."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -362,6 +365,8 @@ class ReactRun:
                     cleared=compaction.cleared,
                 )
             completion: Completion | None = None
+            if self.deps.stored_first:
+                await self._run_stored()
             async for item in self._model_turn(tools, messages, config):
                 if isinstance(item, Completion):
                     completion = item

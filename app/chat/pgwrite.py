@@ -180,6 +180,12 @@ class RunStarts:
         self._pool: asyncpg.Pool | None = None
         self._queue: list[tuple[NewRun, asyncio.Future[None]]] = []
         self._drainer: asyncio.Task[None] | None = None
+        self._writing = 0
+
+    @property
+    def pending(self) -> int:
+        """Starts queued or being written now."""
+        return len(self._queue) + self._writing
 
     async def _get_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -208,6 +214,7 @@ class RunStarts:
     async def _drain(self) -> None:
         while self._queue:
             batch, self._queue = self._queue[:_MAX_STARTS], self._queue[_MAX_STARTS:]
+            self._writing = len(batch)
             try:
                 await self._insert_many([new for new, _ in batch])
             except Exception as exc:
@@ -229,6 +236,7 @@ class RunStarts:
             for _, done in batch:
                 if not done.done():
                     done.set_result(None)
+        self._writing = 0
 
     async def _insert_many(self, batch: list[NewRun]) -> None:
         args = (

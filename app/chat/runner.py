@@ -493,6 +493,10 @@ class RunManager:
             self._execute(active, inp, keep_messages=keep_messages), name=f"run-{active.run_id}"
         )
 
+    def _starts(self) -> RunStarts:
+        assert self.starts is not None, "only runs started on the Postgres fast path"
+        return self.starts
+
     def _llm(self) -> LlmClient:
         assert self.llm is not None, "start() refuses runs without an LLM"
         return self.llm
@@ -542,6 +546,9 @@ class RunManager:
                 elif event.kind in TERMINAL_KINDS:
                     terminal = event  # written after the conversation is persisted
                 elif start is not None and stored is not None:
+                    # Alone, the run's model call goes out while it is stored; in a burst, the
+                    # starts' writes go first (each run's first event waits for its own).
+                    deps.stored_first = self._starts().pending > 0
                     seq, clean, data = journal.first(event)
                     write = self._store_start(start, stored, (event.kind, data))
                     outbox.put_nowait((seq, clean, write))
@@ -605,8 +612,7 @@ class RunManager:
     ) -> asyncio.Future[None]:
         """Store the run with its first event (None: it ended before one); `stored` is
         settled as that write is."""
-        assert self.starts is not None
-        write = self.starts.submit(replace(start, event=first))
+        write = self._starts().submit(replace(start, event=first))
         write.add_done_callback(partial(copy_outcome, stored))
         return write
 
