@@ -399,9 +399,10 @@ class RunManager:
     ) -> tuple[ActiveRun, asyncio.Queue[Published]]:
         """Store the run and start executing it; returns once the run is stored.
 
-        A run in a new conversation (the common case) is stored in one statement while it
-        already starts: its model call goes out in parallel with that write, and its events
-        wait for it (`JournalWriter`'s `after`), so nothing is stored or sent before the run is.
+        A run in a new conversation (the common case) starts at once and stores itself with
+        its first event (`_execute`); alone, its model call goes out while that write runs. Its
+        other events wait for it (`JournalWriter`'s `after`), so nothing is stored or sent
+        before the run is, and the response (X-Run-Id) is sent once it is stored.
         """
         if self.llm is None:
             raise Unavailable(
@@ -478,8 +479,7 @@ class RunManager:
         task = active.task
         if task is not None:
             task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            await asyncio.wait({task})  # its outcome is known: not stored
         self.active.pop(active.run_id, None)
         self.journal.release(active.run_id)
 
