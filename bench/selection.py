@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.pipeline.couse import CoUsePrior
 from app.pipeline.hybrid import Fusion, HybridRanker
 from app.pipeline.ranker import LexicalRanker, ScoredTool
 from app.tools.base import ToolDef
@@ -321,17 +322,78 @@ def scale_timing(
     return out
 
 
+COUSE_K = 6
+COUSE_DEPTH = 40
+
+
+def _recall(top: set[str], units: list[list[str]]) -> tuple[float, bool]:
+    hits = sum(1 for unit in units if top & set(unit))
+    return hits / len(units), hits == len(units)
+
+
+def couse_eval(
+    root: Path | None = None, *, split: str = "test", strategy: str = "hybrid"
+) -> dict[str, dict[str, float]]:
+    """The co-use prior (app/pipeline/couse.py) on MetaTool, fitted on the other half.
+
+    Every MetaTool-multi request of the half not reported is taken as one past run that used
+    its gold tools; the prior fitted on those runs re-ranks the reported half of MetaTool-multi
+    and of the single-tool MetaTool set (`lowered` counts requests whose recall@6 it lowered).
+    """
+    base = (root or data_dir()) / "selection" / "metatool"
+    fit_half = {"test": "tune", "tune": "test"}.get(split)
+    if fit_half is None:
+        raise SystemExit("bench.selection --couse: --split must be test or tune")
+    multi = read_jsonl(base / "queries_multi.jsonl")
+    prior = CoUsePrior(
+        [[g for unit in gold_units(q) for g in unit] for q in split_queries(multi, fit_half)]
+    )
+    ranker = RANKERS[strategy](load_tools(base / "tools.jsonl"))
+    out: dict[str, dict[str, float]] = {}
+    for name, path in (("multi", "queries_multi.jsonl"), ("single", "queries.jsonl")):
+        queries = [q for q in split_queries(read_jsonl(base / path), split) if gold_units(q)]
+        sums = {"recall@6": 0.0, "all_gold@6": 0.0, "prior recall@6": 0.0}
+        sums |= {"prior all_gold@6": 0.0, "lowered": 0.0, "raised": 0.0}
+        for q in queries:
+            units = gold_units(q)
+            ranked = [s.name for s in ranker.rank(q["query"], k=COUSE_DEPTH)]
+            before, before_all = _recall(set(ranked[:COUSE_K]), units)
+            after, after_all = _recall(set(prior.fill(ranked, COUSE_K)[:COUSE_K]), units)
+            sums["recall@6"] += before
+            sums["all_gold@6"] += before_all
+            sums["prior recall@6"] += after
+            sums["prior all_gold@6"] += after_all
+            sums["lowered"] += after < before
+            sums["raised"] += after > before
+        n = max(1, len(queries))
+        out[f"metatool/{name} [{strategy}]"] = {
+            "n": len(queries),
+            **{k: v if k in ("lowered", "raised") else v / n for k, v in sums.items()},
+        }
+    return out
+
+
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.selection")
     parser.add_argument("--split", choices=SPLITS, default="test")
     parser.add_argument("--strategies", default="lexical,hybrid")
     parser.add_argument("--scale", action="store_true", help="latency at 1,000 and 10,000 tools")
+    parser.add_argument(
+        "--couse", action="store_true", help="the co-use prior on MetaTool (fit on the other half)"
+    )
     return parser.parse_args()
 
 
 def main() -> None:
     args = _args()
     strategies = [s for s in args.strategies.split(",") if s]
+    if args.couse:
+        couse = couse_eval(split=args.split, strategy=strategies[-1])
+        columns = ["n", "recall@6", "prior recall@6", "all_gold@6", "prior all_gold@6"]
+        rows = [[key, *(m[c] for c in [*columns, "lowered", "raised"])] for key, m in couse.items()]
+        print(f"split: {args.split} (prior fitted on the other half of MetaTool-multi)")
+        print_table(rows, ["set [ranker]", *columns, "lowered", "raised"])
+        return
     if args.scale:
         timing = scale_timing(strategies=strategies)
         rows = [[key, *(m[c] for c in SCALE_COLUMNS)] for key, m in timing.items()]
