@@ -49,9 +49,11 @@ class Fusion:
     clause: float = 0.35
 
 
-FUSION = Fusion(lexical=0.25, wordllama=0.45, minilm=0.5)
-"""Chosen on the `tune` half of the selection benchmark (bench/selection.py), by a grid over the
-three weights (0.15-0.35 lexical, 0.3-0.6 each model); the `test` half is reported."""
+FUSION = Fusion(lexical=0.25, wordllama=0.6, minilm=0.9)
+"""Chosen within the `tune` half of the selection benchmark (bench/selection.py): a grid over
+the weights (0.15-0.45 lexical, 0.15-0.6 WordLlama, 0.5-1.2 MiniLM, whole 0.65/0.8), scored on
+the tune half's odd positions with a MiniLM table refined on its even positions only
+(scripts/distil_static.py); the `test` half is reported."""
 _MAX_CLAUSES = 6
 _MIN_CLAUSE_WORDS = 2
 _CLAUSE_SPLIT = re.compile(
