@@ -30,6 +30,7 @@ from app.pipeline.ranker import (
 )
 from app.pipeline.static_model import StaticModel
 from app.retrieval.embedding import Embedder as _Embedder
+from app.retrieval.fusion import znorm_rows as _znorm_rows
 from app.retrieval.text import words
 from app.tools.base import ToolDef
 
@@ -89,17 +90,6 @@ def tool_text(tool: ToolDef) -> str:
     params = " ".join(schema_parameter_names(tool.parameters))
     name = " ".join(words(tool.name))
     return f"{name}. {tool.description[:_DESCRIPTION_CHARS]} {params}".strip()
-
-
-def _znorm_rows(scores: Matrix) -> Matrix:
-    """Each row as standard deviations from its mean (a constant row becomes zeros)."""
-    mean = scores.mean(axis=1, keepdims=True)
-    std = scores.std(axis=1, keepdims=True)
-    flat = std <= 1e-6
-    out: Matrix = (scores - mean) / np.where(flat, 1.0, std)
-    if flat.any():
-        out[flat[:, 0]] = 0.0
-    return out
 
 
 class HybridRanker(CachedRanker):
