@@ -19,9 +19,10 @@ stand-in for what the token contributes inside a sentence. So the transformer al
 corpus of whole requests (mean-pooled, as sentence-transformers does), and the token table is
 moved, by ridge regression towards the table above (`RIDGE`), so that the idf-weighted mean of
 a request's token vectors approaches the transformer's embedding of it. The corpus
-(`--corpus-out`, run in the app's venv) is the request texts, and their clauses, of the `tune`
-half of the selection benchmark's query files (bench/selection.py); no tool text and no label
-is used, and the `test` half the benchmark reports is never read.
+(`--corpus-out`, run in the app's venv) is the request texts, their clauses and random word
+spans of them, from the `tune` half of the selection benchmark's query files
+(bench/selection.py); no tool text and no label is used, and the `test` half the benchmark
+reports is never read.
 
 The transformer runs in numpy (no torch): MiniLM is 6 BERT layers of width 384, and every input
 here is three tokens long, so the whole vocabulary takes well under a minute on two cores.
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 from pathlib import Path
 
 import numpy as np
@@ -146,10 +148,12 @@ RIDGE = 0.01
 """Pull of the refined table towards the per-token one (chosen on the tune half; see
 docs in README's selection benchmark section)."""
 _SPECIAL = ("[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]")
+_MIN_SPAN_SOURCE = 6
 
 
 def write_corpus(out: Path) -> None:
-    """The tune-half requests and their clauses, one JSON string per line (app's venv)."""
+    """The tune-half requests and their clauses, then two random 3-8 word spans of each text of
+    six words or more (more sentences constrain each token more), one JSON string per line."""
     from app.pipeline.hybrid import split_clauses
     from bench.selection import data_dir, read_jsonl, split_queries
 
@@ -157,8 +161,19 @@ def write_corpus(out: Path) -> None:
     for path in sorted((data_dir() / "selection").glob("*/queries*.jsonl")):
         for q in split_queries(read_jsonl(path), "tune"):
             texts.update(dict.fromkeys([q["query"], *split_clauses(q["query"])]))
-    out.write_text("".join(json.dumps(t) + "\n" for t in texts), encoding="utf-8")
-    print(f"wrote {out}: {len(texts)} texts")  # noqa: T201
+    rng = random.Random(0)
+    spans: dict[str, None] = {}
+    for text in texts:
+        tokens = text.split()
+        if len(tokens) < _MIN_SPAN_SOURCE:
+            continue
+        for _ in range(2):
+            size = rng.randint(3, min(8, len(tokens) - 1))
+            start = rng.randint(0, len(tokens) - size)
+            spans[" ".join(tokens[start : start + size])] = None
+    lines = [*texts, *spans]
+    out.write_text("".join(json.dumps(t) + "\n" for t in lines), encoding="utf-8")
+    print(f"wrote {out}: {len(texts)} texts and {len(spans)} spans")  # noqa: T201
 
 
 def _sentence_vectors(bert: Bert, home: Path, texts: list[str]) -> np.ndarray:

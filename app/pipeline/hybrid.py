@@ -50,7 +50,7 @@ class Fusion:
     clause: float = 0.35
 
 
-FUSION = Fusion(lexical=0.25, wordllama=0.6, minilm=0.9)
+FUSION = Fusion(lexical=0.15, wordllama=0.3, minilm=0.5, whole=0.8, clause=0.2)
 """Chosen within the `tune` half of the selection benchmark (bench/selection.py): a grid over
 the weights (0.15-0.45 lexical, 0.15-0.6 WordLlama, 0.5-1.2 MiniLM, whole 0.65/0.8), scored on
 the tune half's odd positions with a MiniLM table refined on its even positions only
