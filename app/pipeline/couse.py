@@ -7,16 +7,25 @@ that companion is promoted into the last of the `k` slots, but only when the ran
 already placed it among the first `depth` tools (so a companion unrelated to the request never
 displaces a relevant tool on the ranker's word alone).
 
-The prior is fitted from tool sets, one per past run (for an agent: the tool names each of its
-runs called). bench/selection.py (`--couse`) fits it on one half of MetaTool-multi and reports
-on the other, and on single-tool requests to show it does not lower their recall.
+The prior is fitted from tool sets, one per past run: for an agent, the tool names each of its
+most recent runs called, read from the tool-call audit (`CoUsePriors`, cached per agent).
+bench/selection.py (`--couse`) fits it on one half of MetaTool-multi and reports on the other,
+and on single-tool requests to show it does not lower their recall.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+import uuid
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+
+from app.audit.history import ToolHistoryBackend
+
+logger = logging.getLogger(__name__)
 
 MIN_RUNS = 2
 """Runs that must have used the pair together before it counts as evidence."""
@@ -29,6 +38,13 @@ DEPTH = 10
 
 The four constants were chosen on the `tune` half of MetaTool-multi alone (fitted on one half
 of it, scored on the other); bench/selection.py reports the `test` half."""
+
+HISTORY_RUNS = 500
+"""An agent's prior is fitted on at most this many of its most recent runs ..."""
+HISTORY_CALLS = 5000
+"""... found among its most recent tool calls (bounds the read however old the agent is)."""
+TTL_S = 60.0
+"""How long an agent's prior is reused before the audit is read again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +120,69 @@ class CoUsePrior:
         rest = [n for n in ranked if n not in moved]
         keep = k - len(promoted)
         return [*rest[:keep], *promoted, *rest[keep:]]
+
+
+class CoUsePriors:
+    """Each agent's co-use prior, fitted from its runs' tool-call audit rows and cached in process.
+
+    The audit is read at most once per agent per `ttl_s` (concurrent runs of one agent wait for
+    the same read). A failed read is logged and cached as "no prior" for `ttl_s` too: selection
+    then ranks exactly as without history, and the run goes on.
+    """
+
+    def __init__(
+        self,
+        history: ToolHistoryBackend,
+        *,
+        ttl_s: float = TTL_S,
+        runs: int = HISTORY_RUNS,
+        calls: int = HISTORY_CALLS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._history = history
+        self._ttl_s = ttl_s
+        self._runs = runs
+        self._calls = calls
+        self._clock = clock
+        self._cached: dict[uuid.UUID, tuple[float, CoUsePrior | None]] = {}
+        self._locks: dict[uuid.UUID, asyncio.Lock] = {}
+
+    async def prior(self, agent_id: uuid.UUID | None) -> CoUsePrior | None:
+        """The agent's prior; None without an id, without history, or when reading failed."""
+        if agent_id is None:
+            return None
+        hit = self._fresh(agent_id)
+        if hit is not None:
+            return hit[1]
+        lock = self._locks.setdefault(agent_id, asyncio.Lock())
+        async with lock:
+            hit = self._fresh(agent_id)
+            if hit is not None:
+                return hit[1]
+            prior = await self._load(agent_id)
+            self._forget_expired()
+            self._cached[agent_id] = (self._clock() + self._ttl_s, prior)
+            return prior
+
+    def _fresh(self, agent_id: uuid.UUID) -> tuple[float, CoUsePrior | None] | None:
+        hit = self._cached.get(agent_id)
+        return hit if hit is not None and hit[0] > self._clock() else None
+
+    def _forget_expired(self) -> None:
+        now = self._clock()
+        for agent_id in [a for a, (expires, _) in self._cached.items() if expires <= now]:
+            del self._cached[agent_id]
+            lock = self._locks.get(agent_id)
+            if lock is not None and not lock.locked():
+                del self._locks[agent_id]
+
+    async def _load(self, agent_id: uuid.UUID) -> CoUsePrior | None:
+        try:
+            runs = await self._history.run_tool_sets(agent_id, runs=self._runs, calls=self._calls)
+        except Exception as exc:  # selection goes on without a prior
+            logger.warning(
+                "co-use history of agent %s unavailable: %s", agent_id, type(exc).__name__
+            )
+            return None
+        prior = CoUsePrior(runs)
+        return prior if len(prior) else None
