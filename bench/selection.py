@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.pipeline.couse import CoUsePrior
+from app.pipeline.couse import HISTORY_CALLS, HISTORY_RUNS, CoUsePrior, CoUsePriors
 from app.pipeline.hybrid import Fusion, HybridRanker
 from app.pipeline.ranker import LexicalRanker, ScoredTool
 from app.tools.base import ToolDef
@@ -373,6 +373,80 @@ def couse_eval(
     return out
 
 
+async def couse_history(
+    *, agents: int = 20, runs_each: int = 1000, calls_per_run: int = 5, reads: int = 30
+) -> dict[str, float]:
+    """What fitting an agent's co-use prior from the tool-call audit costs in a run (Postgres).
+
+    A throwaway database holds `agents` agents' audits of `runs_each` runs each; a cold read is
+    `ToolHistory.run_tool_sets` (the newest `HISTORY_CALLS` calls, `HISTORY_RUNS` runs) plus the
+    fit, which a run pays once per agent per TTL; a warm one is the cache hit every other run pays.
+    """
+    import random
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import insert
+
+    from app.audit.history import ToolHistory
+    from app.audit.models import ToolCall
+    from app.db.engine import create_engine, create_sessionmaker
+    from tests.fixtures.database import migrated_postgres
+
+    rng = random.Random(7)
+    tools = [f"tool_{i}" for i in range(60)]
+    ids = [uuid.uuid4() for _ in range(agents)]
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    async with migrated_postgres({}) as settings:
+        engine = create_engine(settings)
+        try:
+            sessions = create_sessionmaker(engine)
+            for agent_id in ids:
+                rows = [
+                    {
+                        "id": uuid.uuid4(),
+                        "run_id": run_id,
+                        "agent_id": agent_id,
+                        "kind": "connector",
+                        "name": name,
+                        "arguments": {},
+                        "ok": True,
+                        "latency_ms": 1.0,
+                        "created_at": start + timedelta(seconds=r * 10 + j),
+                    }
+                    for r, run_id in enumerate(uuid.uuid4() for _ in range(runs_each))
+                    for j, name in enumerate(rng.sample(tools, calls_per_run))
+                ]
+                async with sessions() as session:
+                    await session.execute(insert(ToolCall), rows)
+                    await session.commit()
+            history = ToolHistory(sessions)
+            cold: list[float] = []
+            for i in range(reads):
+                began = time.perf_counter()
+                sets = await history.run_tool_sets(
+                    ids[i % agents], runs=HISTORY_RUNS, calls=HISTORY_CALLS
+                )
+                CoUsePrior(sets)
+                cold.append((time.perf_counter() - began) * 1000)
+            priors = CoUsePriors(history)
+            await priors.prior(ids[0])
+            warm: list[float] = []
+            for _ in range(1000):
+                began = time.perf_counter()
+                await priors.prior(ids[0])
+                warm.append((time.perf_counter() - began) * 1000)
+        finally:
+            await engine.dispose()
+    return {
+        "audit rows": agents * runs_each * calls_per_run,
+        "runs read": len(sets),
+        "cold ms p50": percentile(cold, 50),
+        "cold ms p99": percentile(cold, 99),
+        "warm us p50": percentile(warm, 50) * 1000,
+    }
+
+
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.selection")
     parser.add_argument("--split", choices=SPLITS, default="test")
@@ -381,12 +455,23 @@ def _args() -> argparse.Namespace:
     parser.add_argument(
         "--couse", action="store_true", help="the co-use prior on MetaTool (fit on the other half)"
     )
+    parser.add_argument(
+        "--couse-history",
+        action="store_true",
+        help="cost of an agent's co-use prior from its tool-call audit (throwaway Postgres)",
+    )
     return parser.parse_args()
 
 
 def main() -> None:
     args = _args()
     strategies = [s for s in args.strategies.split(",") if s]
+    if args.couse_history:
+        import asyncio
+
+        cost = asyncio.run(couse_history())
+        print_table([list(cost.values())], list(cost))
+        return
     if args.couse:
         couse = couse_eval(split=args.split, strategy=strategies[-1])
         columns = ["n", "recall@6", "prior recall@6", "all_gold@6", "prior all_gold@6"]
