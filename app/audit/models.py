@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, DateTime, Float, String, Text, Uuid
+from sqlalchemy import Boolean, DateTime, Float, Index, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, IdMixin, utcnow
@@ -14,6 +14,10 @@ class ToolCall(IdMixin, Base):
     """Audit row per tool call (arguments redacted). Kept when its run is deleted."""
 
     __tablename__ = "tool_calls"
+    __table_args__ = (
+        # An agent's most recent calls: the co-use prior of runtime selection (pipeline/couse.py).
+        Index("ix_tool_calls_agent_id_created_at", "agent_id", "created_at"),
+    )
 
     run_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, index=True, default=None)
     api_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, index=True, default=None)

@@ -13,6 +13,28 @@ from app.tenancy.repository import visible_to
 class ToolCallRepository(RepositoryBase[ToolCall]):
     model = ToolCall
 
+    async def run_tool_sets(self, agent_id: uuid.UUID, *, runs: int, calls: int) -> list[list[str]]:
+        """The tool names each of the agent's most recent runs called, newest run first.
+
+        Reads the agent's last `calls` audit rows (index `agent_id, created_at`), so the cost
+        is bounded however long the agent has lived, and keeps at most `runs` runs; a run
+        whose first calls are older than that window counts with the calls inside it.
+        """
+        stmt = (
+            select(ToolCall.run_id, ToolCall.name)
+            .where(ToolCall.agent_id == agent_id, ToolCall.run_id.is_not(None))
+            .order_by(ToolCall.created_at.desc())
+            .limit(calls)
+        )
+        sets: dict[uuid.UUID | None, dict[str, None]] = {}
+        for run_id, name in await self.session.execute(stmt):
+            if run_id not in sets:
+                if len(sets) >= runs:
+                    continue
+                sets[run_id] = {}
+            sets[run_id][name] = None
+        return [list(names) for names in sets.values()]
+
     async def page(
         self,
         principal: Principal,

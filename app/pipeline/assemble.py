@@ -9,11 +9,12 @@ toolsets (docs/architecture.md, rule "compose, do not branch") instead of editin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from app.agents.config import Knowledge, ToolProfile
 from app.agents.models import Agent
 from app.config import Settings
+from app.pipeline.couse import CoUsePrior
 from app.pipeline.mode import ResolvedModes, RunConfig, run_config
 from app.pipeline.selection import LlmSelector, SelectionResult, local_rank, select_tools
 from app.pipeline.sources.backends import Backends
@@ -91,8 +92,11 @@ async def step_selection(
     *,
     pinned: frozenset[str],
     selector: LlmSelector | None = None,
+    prior: Callable[[], Awaitable[CoUsePrior | None]] | None = None,
 ) -> tuple[Toolset, SelectionResult | None, ActiveSetToolset | None]:
-    """Step 8: above the threshold, an active set of the top tools plus `request_tools`."""
+    """Step 8: above the threshold, an active set of the top tools plus `request_tools`.
+
+    `prior` loads the agent's co-use prior (only called above the threshold)."""
     result = await select_tools(
         query,
         list(toolset.list_tools().values()),
@@ -101,6 +105,7 @@ async def step_selection(
         max_tools=config.selection_max,
         strategy=config.selection_strategy,
         selector=selector,
+        prior=prior,
     )
     if result is None:
         return toolset, None, None
@@ -164,8 +169,14 @@ async def assemble_toolset(
     pinned = frozenset().union(*(p.pinned for p in parts))
     visible, selection, active = (full, None, None)
     if select:
+        couse = backends.couse
         visible, selection, active = await step_selection(
-            full, query, config, pinned=pinned, selector=selector
+            full,
+            query,
+            config,
+            pinned=pinned,
+            selector=selector,
+            prior=(lambda: couse.prior(agent.id)) if couse is not None else None,
         )
     return AssembledToolset(
         config=config,

@@ -30,7 +30,7 @@ from app.pipeline.ranker import (
 )
 from app.pipeline.static_model import StaticModel
 from app.retrieval.embedding import Embedder as _Embedder
-from app.retrieval.fusion import znorm as _znorm
+from app.retrieval.fusion import znorm_rows as _znorm_rows
 from app.retrieval.text import words
 from app.tools.base import ToolDef
 
@@ -50,9 +50,11 @@ class Fusion:
     clause: float = 0.35
 
 
-FUSION = Fusion(lexical=0.25, wordllama=0.45, minilm=0.5)
-"""Chosen on the `tune` half of the selection benchmark (bench/selection.py), by a grid over the
-three weights (0.15-0.35 lexical, 0.3-0.6 each model); the `test` half is reported."""
+FUSION = Fusion(lexical=0.15, wordllama=0.3, minilm=0.5, whole=0.8, clause=0.2)
+"""Chosen within the `tune` half of the selection benchmark (bench/selection.py): a grid over
+the weights (0.15-0.45 lexical, 0.15-0.6 WordLlama, 0.5-1.2 MiniLM, whole 0.65/0.8), scored on
+the tune half's odd positions with a MiniLM table refined on its even positions only
+(scripts/distil_static.py); the `test` half is reported."""
 _MAX_CLAUSES = 6
 _MIN_CLAUSE_WORDS = 2
 _CLAUSE_SPLIT = re.compile(
@@ -90,15 +92,6 @@ def tool_text(tool: ToolDef) -> str:
     return f"{name}. {tool.description[:_DESCRIPTION_CHARS]} {params}".strip()
 
 
-def _fuse(w: Fusion, lexical: Vector, wordllama: Vector | None, minilm: Vector | None) -> Vector:
-    out: Vector = w.lexical * _znorm(lexical)
-    if wordllama is not None:
-        out += w.wordllama * _znorm(wordllama)
-    if minilm is not None:
-        out += w.minilm * _znorm(minilm)
-    return out
-
-
 class HybridRanker(CachedRanker):
     """Rank a fixed set of tools against free-text requests: lexical and embedding scores fused."""
 
@@ -118,19 +111,26 @@ class HybridRanker(CachedRanker):
             self._minilm: Matrix = self._static.embed_ids(ids, self._idf)
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
-        """(fused score per tool, lexical score per tool), in input order."""
+        """(fused score per tool, lexical score per tool), in input order.
+
+        Row 0 of each signal is the whole request, the others its clauses (one row per text,
+        so every reduction runs along contiguous memory); each row is z-normalised, then the
+        signals are weighted and added (float32: memory bandwidth, not arithmetic, sets the
+        cost).
+        """
         lexical = self.lexical.score_array(query)
         if not self._names or not query.strip():
             return lexical, lexical
         w = self.fusion
         clauses = split_clauses(query)
         texts = [query, *clauses]
-        wordllama: Vector | None = None
+        # Names the request spells out already count in the whole request's score.
+        columns = [lexical, *(self.lexical.score_array(c, names=False) for c in clauses)]
+        fused: Matrix = w.lexical * _znorm_rows(np.stack(columns).astype(np.float32))
         if self._matrix is not None:
             # WordLlama encodes each clause on its own (sliced from the request, a clause's first
             # word would get a different, mid-sentence token).
-            wordllama = (self._matrix @ _Embedder.embed_few(texts).T).astype(np.float64)
-        minilm: Vector | None = None
+            fused += w.wordllama * _znorm_rows(_Embedder.embed_few(texts) @ self._matrix.T)
         if self._static is not None:
             # WordPiece splits at spaces and punctuation, so a clause's tokens are exactly the
             # request's tokens inside its span: one encode serves the request and its clauses.
@@ -139,26 +139,11 @@ class HybridRanker(CachedRanker):
             ids = (
                 [static.ids(t) for t in texts] if spans is None else static.ids_spans(query, spans)
             )
-            minilm = (self._minilm @ static.embed_ids(ids, self._idf).T).astype(np.float64)
-
-        def column(m: Vector | None, i: int) -> Vector | None:
-            return None if m is None else m[:, i]
-
-        fused = _fuse(w, lexical, column(wordllama, 0), column(minilm, 0))
+            fused += w.minilm * _znorm_rows(static.embed_ids(ids, self._idf) @ self._minilm.T)
+        out: Vector = fused[0].astype(np.float64)
         if clauses:
-            best: Vector | None = None
-            for i, clause in enumerate(clauses, start=1):
-                part = _fuse(
-                    w,
-                    # Names the request spells out already count in the whole request's score.
-                    self.lexical.score_array(clause, names=False),
-                    column(wordllama, i),
-                    column(minilm, i),
-                )
-                best = part if best is None else np.maximum(best, part)
-            if best is not None:
-                fused = w.whole * fused + w.clause * best
-        return fused, lexical
+            out = w.whole * out + w.clause * fused[1:].max(axis=0)
+        return out, lexical
 
     def scores(self, query: str) -> list[float]:
         return [float(x) for x in self.scores_and_lexical(query)[0]]

@@ -2,7 +2,8 @@
 
 The rest stay reachable through `request_tools`, whose description lists the best-ranked
 of them and which searches the others. Meta-tools are pinned (never ranked away): each is
-the gateway to a whole kind of resource.
+the gateway to a whole kind of resource. With the agent's co-use prior (pipeline/couse.py),
+a local ranking may move a frequent companion of its top hit into the last slot.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from app.config import SelectionStrategy
+from app.pipeline.couse import DEPTH, CoUsePrior
 from app.pipeline.hybrid import HybridRanker
 from app.pipeline.ranker import LexicalRanker
 from app.tools.base import ToolDef
@@ -38,6 +40,8 @@ class SelectionResult:
     elapsed_ms: float
     fallback: str | None = None
     """Why the llm strategy fell back to lexical, if it did."""
+    promoted: tuple[str, ...] = ()
+    """Tools in `selected` that the co-use prior moved up from below the top `max_tools`."""
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -67,6 +71,23 @@ def local_rank(strategy: SelectionStrategy) -> Callable[[str, Sequence[ToolDef],
     return rank_hybrid if strategy is SelectionStrategy.HYBRID else rank_lexical
 
 
+def rank_with_prior(
+    rank: Callable[[str, Sequence[ToolDef], int], list[str]],
+    query: str,
+    candidates: Sequence[ToolDef],
+    k: int,
+    prior: CoUsePrior | None,
+) -> tuple[list[str], tuple[str, ...]]:
+    """`rank`'s top k with the prior's companion of the top hit filled in (`CoUsePrior.fill`),
+    and the names the prior moved into it. Without a prior: `rank(query, candidates, k)`."""
+    if prior is None:
+        return rank(query, candidates, k), ()
+    ranked = rank(query, candidates, max(k, DEPTH))
+    chosen = prior.fill(ranked, k)[:k]
+    plain = set(ranked[:k])
+    return chosen, tuple(n for n in chosen if n not in plain)
+
+
 async def rank_llm(
     query: str, candidates: Sequence[ToolDef], k: int, selector: LlmSelector
 ) -> list[str]:
@@ -82,7 +103,9 @@ async def _choose(
     k: int,
     strategy: SelectionStrategy,
     selector: LlmSelector | None,
-) -> tuple[list[str], SelectionStrategy, str | None]:
+    prior: CoUsePrior | None,
+) -> tuple[list[str], tuple[str, ...], SelectionStrategy, str | None]:
+    """The prior applies to local rankings only: the llm names `k` tools and no runners-up."""
     if strategy is SelectionStrategy.LLM:
         if selector is None:
             reason = "no LLM selector configured"
@@ -94,10 +117,12 @@ async def _choose(
                 reason = f"llm selection failed ({type(exc).__name__})"
             else:
                 if chosen:
-                    return chosen, SelectionStrategy.LLM, None
+                    return chosen, (), SelectionStrategy.LLM, None
                 reason = "llm selection returned no known tool names"
-        return rank_lexical(query, candidates, k), SelectionStrategy.LEXICAL, reason
-    return local_rank(strategy)(query, candidates, k), strategy, None
+        chosen, promoted = rank_with_prior(rank_lexical, query, candidates, k, prior)
+        return chosen, promoted, SelectionStrategy.LEXICAL, reason
+    chosen, promoted = rank_with_prior(local_rank(strategy), query, candidates, k, prior)
+    return chosen, promoted, strategy, None
 
 
 async def select_tools(
@@ -109,13 +134,20 @@ async def select_tools(
     max_tools: int,
     strategy: SelectionStrategy,
     selector: LlmSelector | None = None,
+    prior: Callable[[], Awaitable[CoUsePrior | None]] | None = None,
 ) -> SelectionResult | None:
-    """None at or below the threshold (every tool stays); else what to keep and defer."""
+    """None at or below the threshold (every tool stays); else what to keep and defer.
+
+    `prior` gives the agent's co-use prior; it is awaited only above the threshold.
+    """
     if not needs_selection(len(tools), threshold):
         return None
     started = time.perf_counter()
     candidates = [t for t in tools if t.name not in pinned]
-    chosen, used, fallback = await _choose(query, candidates, max_tools, strategy, selector)
+    couse = await prior() if prior is not None else None
+    chosen, promoted, used, fallback = await _choose(
+        query, candidates, max_tools, strategy, selector, couse
+    )
     kept = set(chosen)
     return SelectionResult(
         strategy=used,
@@ -127,4 +159,5 @@ async def select_tools(
         deferred=tuple(t.name for t in candidates if t.name not in kept),
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         fallback=fallback,
+        promoted=promoted,
     )

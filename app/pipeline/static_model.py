@@ -1,8 +1,10 @@
 """A static token-embedding model distilled from all-MiniLM-L6-v2, shipped in the repository.
 
 `models/minilm_static.npz` holds one int8 vector (with a float16 scale) per WordPiece token of
-MiniLM's vocabulary: each token run through the transformer on its own, mean-pooled, reduced by
-PCA (scripts/distil_static.py built it offline; licence in models/README.md). A text's
+MiniLM's vocabulary: each token run through the transformer on its own, mean-pooled, then
+refined so that weighted means of tokens approach the transformer's embeddings of whole
+requests, and reduced by PCA (scripts/distil_static.py built it offline; licence in
+models/README.md). A text's
 embedding is the weighted mean of its tokens' vectors, so embedding costs a tokenizer call and a
 gather: microseconds, no transformer at run time, no network.
 

@@ -310,6 +310,67 @@ async def test_selection_above_threshold_then_request_tools_loads_more(
     assert events[-1].data["status"] == "completed"
 
 
+async def test_tools_past_runs_called_together_are_selected_together(
+    live: httpx.AsyncClient, scripted_llm: ScriptedLLM, create_agent: CreateAgent
+) -> None:
+    """The co-use prior (README "Selection"): runs that called A and B together bring B into
+    the selection of a request that ranks A first and B below the top 3."""
+    actions = [
+        {"name": "find_gizmos", "description": "search gizmos by color", "method": "GET"},
+        {"name": "forecast", "description": "weather forecast for a city", "method": "GET"},
+        *(
+            {"name": f"op_{i}", "description": f"operation number {i} on widgets", "method": "GET"}
+            for i in range(5)
+        ),
+    ]
+    for action in actions:
+        action["path"] = f"/{action['name']}"
+    connector = (
+        await live.post(
+            "/api/v1/connectors",
+            json={"name": unique("shop"), "base_url": "http://127.0.0.1:9", "actions": actions},
+        )
+    ).json()
+    top, companion = (f"{connector['name']}__{n}" for n in ("find_gizmos", "forecast"))
+    selecting = {"connector_tool_mode": "legacy", "tool_selection_max": 3}
+    # Two past runs below the threshold (no selection, so no prior read yet) call both tools.
+    agent = await create_agent(
+        connector_ids=[connector["id"]],
+        model_config_json={**selecting, "tool_selection_threshold": 50},
+    )
+    runs = []
+    for _ in range(2):
+        scripted_llm.script(
+            Turn(tool_calls=[("a", top, {}), ("b", companion, {})]), Turn(text="done")
+        )
+        events = await chat(live, agent["id"], "red gizmos and the weather")
+        assert events[-1].data["status"] == "completed"
+        runs.append(events[0].data["run_id"])
+    for run_id in runs:  # the audit is written off the call path: wait for its rows
+        for _ in range(100):
+            page = (await live.get("/api/v1/tool-calls", params={"run_id": run_id})).json()
+            if page["total"] == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert page["total"] == 2
+    edit = {"model_config_json": {**selecting, "tool_selection_threshold": 5}}
+    assert (await live.patch(f"/api/v1/agents/{agent['id']}", json=edit)).status_code == 200
+
+    # A request of the same kind from an agent without that history: the ranker alone.
+    fresh = await create_agent(
+        connector_ids=[connector["id"]], model_config_json=edit["model_config_json"]
+    )
+    selected: dict[str, list[str]] = {}
+    for agent_id in (fresh["id"], agent["id"]):
+        scripted_llm.script(Turn(text="ok"))
+        events = await chat(live, agent_id, "search gizmos by color")
+        selected[agent_id] = next(e for e in events if e.event == "tool_selection").data["selected"]
+    alone, with_history = selected[fresh["id"]], selected[agent["id"]]
+    assert alone[0] == top
+    assert companion not in alone
+    assert with_history == [*alone[:2], companion]
+
+
 async def test_long_run_of_discover_calls_is_compacted_oldest_first(
     live: httpx.AsyncClient, scripted_llm: ScriptedLLM, create_agent: CreateAgent
 ) -> None:

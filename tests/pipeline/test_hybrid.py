@@ -10,6 +10,7 @@ from app.pipeline.hybrid import HybridRanker, clause_spans, split_clauses
 from app.pipeline.ranker import LexicalRanker
 from app.pipeline.selection import select_tools
 from app.pipeline.static_model import MODEL_PATH, StaticModel
+from app.retrieval.fusion import znorm, znorm_rows
 from app.tools.base import ToolDef
 
 TOOLS = [
@@ -143,3 +144,17 @@ def test_clause_tokens_are_sliced_from_one_encode() -> None:
     assert len(sliced) == len(alone) == 4
     assert all(np.array_equal(a, b) for a, b in zip(sliced, alone, strict=True))
     assert clause_spans("one two", ["three"]) is None
+
+
+def test_rows_are_z_normalised_one_by_one() -> None:
+    """The request and each clause are rows of one matrix, each normalised on its own."""
+    rows = np.array([[1.0, 2.0, 3.0], [10.0, 10.0, 10.0], [0.0, 4.0, 8.0]], dtype=np.float32)
+    out = znorm_rows(rows)
+    assert out.dtype == np.float32
+    assert np.allclose(out[0], out[2])  # the same shape at another scale
+    assert np.allclose(out[0].mean(), 0.0)
+    assert np.allclose(out[0].std(), 1.0)
+    assert not out[1].any()  # all scores equal: no evidence either way
+    vector = np.array([3.0, 1.0, 2.0])
+    assert np.allclose(znorm(vector), (vector - 2.0) / vector.std())
+    assert not znorm(np.ones(4)).any()
