@@ -33,6 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.common import percentile, print_table
+from bench.mcp_floor import floor
 from bench.servers import Gateway, gateway, raise_fd_limit
 from tests.mcp.servers import TIME_SERVER
 
@@ -105,11 +106,15 @@ async def _tokens() -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def _quiver_session(base_url: str, token: str, agent: str) -> AsyncIterator[Client]:
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
-        transport = streamable_http_client(f"{base_url}/mcp/agents/{agent}", http_client=http)
+async def _http_session(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
+    async with create_mcp_http_client(headers=headers) as http:
+        transport = streamable_http_client(url, http_client=http)
         async with Client(transport, mode="legacy", cache=None) as client:
             yield client
+
+
+def _quiver_session(base_url: str, token: str, agent: str) -> Any:
+    return _http_session(f"{base_url}/mcp/agents/{agent}", {"Authorization": f"Bearer {token}"})
 
 
 def _cpu_s(pid: int | None = None) -> float:
@@ -193,11 +198,13 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
     async with (
         gateway("http://127.0.0.1:9/v1", extra_env=env, profile_to=profile_to) as gw,
         gw.client(connections=CONCURRENCY) as admin,
+        floor(TIME_SERVER) as bare,
     ):
         server_id, token = await _setup(gw, admin)
         direct_target = StdioServerParameters(command=TIME_SERVER, args=[])
         async with (
             _quiver_session(gw.base_url, token, "mcpbench") as quiver,
+            _http_session(bare.url, {}) as floor_client,
             Client(direct_target, mode="legacy", cache=None) as direct,
         ):
             names = [t.name for t in (await quiver.list_tools()).tools]
@@ -205,6 +212,11 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
 
             async def via_direct() -> None:
                 result = await direct.call_tool("get_current_time", ARGS)
+                if result.is_error:
+                    raise RuntimeError(str(result.content))
+
+            async def via_floor() -> None:
+                result = await floor_client.call_tool("get_current_time", ARGS)
                 if result.is_error:
                     raise RuntimeError(str(result.content))
 
@@ -223,6 +235,7 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
 
             paths: dict[str, Call] = {
                 "direct": via_direct,
+                "floor": via_floor,
                 "admin": via_admin,
                 "endpoint": via_endpoint,
             }
@@ -230,6 +243,7 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
             pid = gw.proc.pid
             cpu = {
                 "direct": await _cpu_per_call(via_direct, CALLS, None),
+                "floor": await _cpu_per_call(via_floor, CALLS, bare.proc.pid),
                 "admin": await _cpu_per_call(via_admin, CALLS, pid),
                 "endpoint": await _cpu_per_call(via_endpoint, CALLS, pid),
             }
@@ -241,6 +255,7 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
         store = gw.database
     out: dict[str, Any] = {"store": store, "calls": CALLS, "concurrency": CONCURRENCY}
     d50 = percentile(wall["direct"], 50)
+    f50 = percentile(wall["floor"], 50)
     for name in paths:
         p50 = percentile(wall[name], 50)
         out[name] = {
@@ -248,6 +263,7 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
             "p99_ms": percentile(wall[name], 99),
             "cpu_ms_per_call": cpu[name],
             "ratio_p50": p50 / d50 if d50 else None,
+            "ratio_p50_vs_floor": p50 / f50 if f50 else None,
             "cpu_ratio": cpu[name] / cpu["direct"] if cpu["direct"] else None,
         }
         if name in rate:
@@ -340,7 +356,7 @@ def run() -> dict[str, Any]:
 def _print_calls(c: dict[str, Any]) -> None:
     targets = c["targets"]
     rows = []
-    for name in ("direct", "admin", "endpoint"):
+    for name in ("direct", "floor", "admin", "endpoint"):
         m = c[name]
         target = targets.get(name)
         verdict = "" if target is None else ("pass" if m["ratio_p50"] <= target else "miss")
@@ -351,6 +367,7 @@ def _print_calls(c: dict[str, Any]) -> None:
                 m["p99_ms"],
                 m["cpu_ms_per_call"],
                 m["ratio_p50"],
+                m["ratio_p50_vs_floor"],
                 m["cpu_ratio"],
                 "" if target is None else f"<= {target}x {verdict}",
                 m.get(f"calls_per_s_at_{c['concurrency']}", ""),
@@ -364,12 +381,16 @@ def _print_calls(c: dict[str, Any]) -> None:
             "p99 ms",
             "CPU ms/call",
             "p50 ratio",
+            "vs floor",
             "CPU ratio",
             "target",
             f"calls/s at {c['concurrency']}",
         ],
     )
-    print(f"({c['store']} store; CPU: the gateway process, or this client for direct)")
+    print(
+        f"({c['store']} store; ratios against the direct p50 and the floor's; CPU: the server "
+        "process (gateway or floor), or this client for direct)"
+    )
 
 
 def main() -> None:
