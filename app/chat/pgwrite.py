@@ -25,6 +25,7 @@ from typing import Any
 import asyncpg
 
 from app.db.base import utcnow
+from app.db.pgconn import DedicatedConnection
 
 
 def asyncpg_dsn(async_url: str) -> str:
@@ -127,6 +128,21 @@ class RunStarts:
                 if attempt == attempts or not _is_disconnect(exc):
                     raise
 
+    async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        """One autocommit statement of the run path on this pool (e.g. an MCP session's
+        ownership check), tried again on the next connection when the server dropped one."""
+        pool = await self._get_pool()
+        attempts = self._size + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                async with pool.acquire() as conn:
+                    row: asyncpg.Record | None = await conn.fetchrow(query, *args)
+                    return row
+            except Exception as exc:
+                if attempt == attempts or not _is_disconnect(exc):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def aclose(self) -> None:
         if self._pool is not None:
             await self._pool.close()
@@ -214,8 +230,7 @@ class JournalConnection:
     """The journal's dedicated connection (opened on first use, again after it broke)."""
 
     def __init__(self, dsn: str) -> None:
-        self._dsn = dsn
-        self._conn: asyncpg.Connection | None = None
+        self._conn = DedicatedConnection(dsn)
 
     async def write(
         self,
@@ -224,22 +239,7 @@ class JournalConnection:
         channel: str,
     ) -> None:
         """One batch in one statement: events, final states, one `NOTIFY` per run."""
-        args = batch_args(events, settles, channel)
-        if self._conn is None or self._conn.is_closed():
-            self._conn = await asyncpg.connect(self._dsn)
-        try:
-            await self._conn.execute(_BATCH, *args)
-        except asyncpg.PostgresError:
-            raise  # the server answered (refused it): the connection is fine, or known closed
-        except BaseException:
-            conn, self._conn = self._conn, None
-            conn.terminate()  # broken, or interrupted mid-statement: never reused
-            raise
+        await self._conn.execute(_BATCH, *batch_args(events, settles, channel))
 
     async def aclose(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                await conn.close(timeout=2)
-            except Exception:
-                conn.terminate()
+        await self._conn.aclose()

@@ -24,7 +24,7 @@ import logging
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -59,6 +59,23 @@ logger = logging.getLogger("quiver.mcp_server")
 RUN_KIND = "mcp_session"
 _ELICITS = "e"
 """Session-id suffix: the client declared elicitation (it asks its person for approvals)."""
+
+
+_ADMIT = """
+WITH r AS (
+    SELECT worker_id FROM runs
+    WHERE id = $1 AND kind = $7 AND status = 'running' AND agent_id = $4
+      AND api_key_id IS NOT DISTINCT FROM $5
+), u AS (
+    UPDATE runs SET worker_id = $2, updated_at = $3
+    WHERE id = $1 AND status = 'running' AND EXISTS (SELECT 1 FROM r)
+      AND (worker_id IS DISTINCT FROM $2 OR updated_at < $6)
+)
+SELECT true AS ok, r.worker_id FROM r
+"""
+"""`McpSessions.admit` on Postgres in one round trip: the session's run (open, of this agent
+and key) and the worker that served it last (the snapshot before the UPDATE), which records
+this worker and the activity (coarsely: only when older than $6)."""
 
 
 def session_id_for(run_id: uuid.UUID, *, elicitation: bool) -> str:
@@ -151,6 +168,16 @@ class McpSessions:
         if parsed is None:
             return False
         run_id = parsed[0]
+        me = self.runs.worker_id
+        if self.runs.starts is not None:  # Postgres: one statement, no ORM
+            quiet = utcnow() - timedelta(seconds=self._touch_every_s)
+            found = await self.runs.starts.fetchrow(
+                _ADMIT, run_id, me, utcnow(), agent_id, key_id, quiet, RUN_KIND
+            )
+            if found is None or not found["ok"]:
+                return False
+            self._moved(session_id, moved=found["worker_id"] != me)
+            return True
         stmt = select(
             Run.kind, Run.status, Run.agent_id, Run.api_key_id, Run.worker_id, Run.updated_at
         ).where(Run.id == run_id)
@@ -159,21 +186,28 @@ class McpSessions:
             return False
         if row.agent_id != agent_id or row.api_key_id != key_id:
             return False
-        me = self.runs.worker_id
         moved = row.worker_id != me
         # Activity is recorded coarsely (the sweep's idle clock), ownership at every move.
         seen = _aware(row.updated_at)
-        if moved or (utcnow() - seen).total_seconds() > min(60.0, self.idle_s / 10):
+        if moved or (utcnow() - seen).total_seconds() > self._touch_every_s:
             await db.execute(
                 update(Run)
                 .where(Run.id == run_id, Run.status == RUNNING)
                 .values(worker_id=me, updated_at=utcnow())
             )
+        self._moved(session_id, moved=moved)
+        return True
+
+    @property
+    def _touch_every_s(self) -> float:
+        return min(60.0, self.idle_s / 10)
+
+    def _moved(self, session_id: str, *, moved: bool) -> None:
+        """Another worker served the session since this one did: what it holds is stale."""
         if moved:
             stale = self.sessions.pop(session_id, None)
             if stale is not None:
                 self._later(self._release_after_calls(stale))
-        return True
 
     def _later(self, job: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(job)
