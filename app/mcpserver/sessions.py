@@ -3,7 +3,8 @@
 A session keeps the agent's assembled tool set (with what `request_tools` loaded) and a
 `ToolPhase`, so every `tools/call` goes through the chat run's validation, guards,
 executors, timeout, progress tracker, redaction and audit. Each call journals a
-`tool_call` and a `tool_result` event; the end of the session journals `run_finished`.
+`tool_call` and a `tool_result` event, both stored before the answer goes out (in one write
+when the call is quick, see `CALL_HELD_S`); the end of the session journals `run_finished`.
 
 Any worker can serve any session: what a session needs lives in the journal or comes with the
 request. The session id names the run (its hex id, plus `e` when the client declared
@@ -43,6 +44,7 @@ from app.events import (
     RunEvent,
     RunFinished,
     RunStarted,
+    ToolCallEvent,
     ToolResultEvent,
     ToolsLoaded,
     event_payload,
@@ -57,6 +59,8 @@ from app.tools.base import CallContext
 
 logger = logging.getLogger("quiver.mcp_server")
 RUN_KIND = "mcp_session"
+CALL_HELD_S = 0.05
+"""A `tool_call` event waits this long for its result, to be journaled with it in one write."""
 _ELICITS = "e"
 """Session-id suffix: the client declared elicitation (it asks its person for approvals)."""
 
@@ -359,12 +363,30 @@ class McpSessions:
             )
             messages: list[ChatMessage] = []
             events: list[RunEvent] = []
-            stored = []
+            held: list[RunEvent] = []
+            stored: list[asyncio.Future[None]] = []
+            timer: asyncio.TimerHandle | None = None
+
+            def submit() -> None:  # queued in order, the held ones first
+                nonlocal timer
+                if timer is not None:
+                    timer.cancel()
+                    timer = None
+                stored.extend(state.journal.submit(e)[2] for e in held)
+                held.clear()
+
             async for event in state.phase.run([call], state.calls, messages):
                 if isinstance(event, PhaseResult):
                     continue  # the observation is in `messages`
                 events.append(event)
-                stored.append(state.journal.submit(event)[2])  # queued in order, at once
+                held.append(event)
+                if isinstance(event, ToolCallEvent) and len(held) == 1:
+                    # Stored with its result (one statement) unless the call takes longer:
+                    # then on its own, so the journal shows the call in flight.
+                    timer = asyncio.get_running_loop().call_later(CALL_HELD_S, submit)
+                else:
+                    submit()
+            submit()
             await asyncio.gather(*stored)  # the answer goes out once its events are stored
         ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
         loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
