@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from app.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:  # async: no worker-thread hop
     runtime: Runtime = request.app.state.runtime
     return runtime
 

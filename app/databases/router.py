@@ -28,7 +28,7 @@ DatabaseExecutorDep = Annotated[DatabaseExecutor, Depends(runtime_part("database
 
 
 async def _dispose_engine(request: Request, id: uuid.UUID) -> None:
-    engines: EngineCache = _engines(request)
+    engines: EngineCache = await _engines(request)
     await engines.dispose(id)
 
 

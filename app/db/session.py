@@ -28,4 +28,10 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
 """`scope="function"`: commit before the response is sent, so a 2xx means the write is durable
 and a failing commit becomes an error response (FastAPI's default runs the exit code after)."""
-SessionmakerDep = Annotated[async_sessionmaker[AsyncSession], Depends(get_sessionmaker)]
+
+
+async def _sessionmaker_dep(request: Request) -> async_sessionmaker[AsyncSession]:
+    return get_sessionmaker(request)  # async: FastAPI runs a plain `def` in a worker thread
+
+
+SessionmakerDep = Annotated[async_sessionmaker[AsyncSession], Depends(_sessionmaker_dep)]

@@ -16,7 +16,7 @@ class PageParams:
     offset: int
 
 
-def _page_params(
+async def _page_params(  # async: no worker-thread hop per list request
     limit: int = Query(50, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=MAX_OFFSET)
 ) -> PageParams:
     return PageParams(limit=limit, offset=offset)

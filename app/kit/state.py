@@ -8,7 +8,7 @@ needs, typed with that part's own class, e.g.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -16,17 +16,20 @@ from fastapi import Depends, Request
 from app.config import Settings
 
 
-def runtime_part(name: str) -> Callable[[Request], Any]:
-    """A dependency returning the attribute `name` of the app's runtime."""
+def runtime_part(name: str) -> Callable[[Request], Awaitable[Any]]:
+    """A dependency returning the attribute `name` of the app's runtime.
 
-    def dependency(request: Request) -> Any:
+    Async although it does not wait: FastAPI runs a plain `def` dependency in a worker
+    thread, a hop per request for a lookup."""
+
+    async def dependency(request: Request) -> Any:
         return getattr(request.app.state.runtime, name)
 
     dependency.__name__ = f"runtime_{name}"
     return dependency
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 

@@ -22,7 +22,7 @@ McpServersDep = Annotated[RowCache[McpServer], Depends(runtime_part("mcp_servers
 
 
 async def _close_session(request: Request, id: uuid.UUID) -> None:
-    pool: McpPool = _pool(request)
+    pool: McpPool = await _pool(request)
     await pool.invalidate(id)
 
 
