@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import asyncpg
@@ -41,7 +42,9 @@ ON CONFLICT (id) DO NOTHING
 """`ON CONFLICT`: a batch sent again after its connection dropped mid-answer is stored once."""
 
 
-def _insert_args(batch: list[ToolCall]) -> tuple[Any, ...]:
+def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:
+    """The rows as 13 arrays, in the order of `_INSERT`'s `unnest` (also used by the journal
+    batch, which stores an MCP session's audit rows with its events)."""
     now = utcnow()
     for row in batch:  # what the ORM would fill in at flush
         row.id = row.id or uuid.uuid4()
@@ -77,7 +80,7 @@ class ToolCallSink(BatchSink[ToolCall]):
         if self._fast is None:
             await self.insert(batch)
             return
-        args = _insert_args(batch)
+        args = tool_call_arrays(batch)
         try:
             await self._fast.execute(_INSERT, *args)
         except (OSError, asyncpg.InterfaceError, ConnectionError):

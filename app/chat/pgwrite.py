@@ -24,6 +24,8 @@ from typing import Any
 
 import asyncpg
 
+from app.audit.models import ToolCall
+from app.audit.sink import tool_call_arrays
 from app.db.base import utcnow
 from app.db.pgconn import DedicatedConnection
 
@@ -184,6 +186,17 @@ WITH ev AS (
     FROM unnest($14::uuid[], $15::text[], $16::int[], $17::text[], $18::text[])
          AS f(id, status, iterations, usage, error)
     WHERE runs.id = f.id
+), tc AS (
+    INSERT INTO tool_calls (id, run_id, api_key_id, "user", agent_id, kind, name, target,
+                            arguments, ok, error, latency_ms, created_at)
+    SELECT t.id, t.run_id, t.api_key_id, t.u, t.agent_id, t.kind, t.name, t.target,
+           t.arguments::jsonb, t.ok, t.error, t.latency_ms, t.created_at
+    FROM unnest($21::uuid[], $22::uuid[], $23::uuid[], $24::text[], $25::uuid[], $26::text[],
+                $27::text[], $28::text[], $29::text[], $30::bool[], $31::text[], $32::float8[],
+                $33::timestamptz[])
+         AS t(id, run_id, api_key_id, u, agent_id, kind, name, target, arguments, ok, error,
+              latency_ms, created_at)
+    ON CONFLICT (id) DO NOTHING
 )
 SELECT pg_notify($19, n) FROM unnest($20::text[]) AS n
 """
@@ -193,6 +206,7 @@ def batch_args(
     events: Sequence[tuple[uuid.UUID, int, str, dict[str, Any]]],
     settles: Sequence[Settle],
     channel: str,
+    audit: Sequence[ToolCall] = (),
 ) -> tuple[Any, ...]:
     msgs = [
         (s.conversation_id, s.run_id, i, m)
@@ -223,6 +237,7 @@ def batch_args(
         [_json(s.error) for s in settles],
         channel,
         [str(r) for r in runs],
+        *tool_call_arrays(audit),
     )
 
 
@@ -237,9 +252,11 @@ class JournalConnection:
         events: Sequence[tuple[uuid.UUID, int, str, dict[str, Any]]],
         settles: Sequence[Settle],
         channel: str,
+        audit: Sequence[ToolCall] = (),
     ) -> None:
-        """One batch in one statement: events, final states, one `NOTIFY` per run."""
-        await self._conn.execute(_BATCH, *batch_args(events, settles, channel))
+        """One batch in one statement: events, final states, audit rows that go with them,
+        one `NOTIFY` per run."""
+        await self._conn.execute(_BATCH, *batch_args(events, settles, channel, audit))
 
     async def aclose(self) -> None:
         await self._conn.aclose()

@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.models import Agent
 from app.approvals.gate import ApprovalGate
+from app.audit.models import ToolCall
 from app.chat.journal import JournalWriter
 from app.chat.models import Conversation, Run, RunEventRecord
 from app.chat.repository import RUNNING, RunRepository
@@ -114,6 +115,21 @@ class Caller:
     principal: Principal
 
 
+class HeldAudit:
+    """A session's tool-call audit rows, held until they are journaled with the call's events
+    (one write instead of a write of their own)."""
+
+    def __init__(self) -> None:
+        self.rows: list[ToolCall] = []
+
+    def record(self, row: ToolCall) -> None:
+        self.rows.append(row)
+
+    def take(self) -> list[ToolCall]:
+        rows, self.rows = self.rows, []
+        return rows
+
+
 @dataclass(eq=False, kw_only=True)
 class McpSession:
     """One client session: its run, its tools and its journal."""
@@ -125,6 +141,7 @@ class McpSession:
     toolset: AssembledToolset
     phase: ToolPhase
     journal: JournalWriter
+    audit: HeldAudit
     calls: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Events of one session are journaled in call order."""
@@ -318,6 +335,7 @@ class McpSessions:
         agent, principal = caller.agent, caller.principal
         run_id = uuid.UUID(hex=session_id[:32])
         settings = self.runs.settings
+        audit = HeldAudit()
         ctx = CallContext(
             run_id=str(run_id),
             agent_id=str(agent.id),
@@ -336,11 +354,12 @@ class McpSessions:
                 ctx=ctx,
                 timeout_s=settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
-                audit=self.runs.backends.tool_audit,
+                audit=audit,
                 approval=toolset.config.approval,
                 no_gate_error=NO_ELICITATION,
             ),
             journal=JournalWriter(run_id=run_id, batcher=self.runs.journal),
+            audit=audit,
         )
 
     # --- calls ---------------------------------------------------------------------------
@@ -365,6 +384,7 @@ class McpSessions:
             events: list[RunEvent] = []
             held: list[RunEvent] = []
             stored: list[asyncio.Future[None]] = []
+            audited: list[ToolCall] = []
             timer: asyncio.TimerHandle | None = None
 
             def submit() -> None:  # queued in order, the held ones first
@@ -372,26 +392,43 @@ class McpSessions:
                 if timer is not None:
                     timer.cancel()
                     timer = None
-                stored.extend(state.journal.submit(e)[2] for e in held)
+                for event in held:  # the audit rows so far go with the last one
+                    audit = state.audit.take() if event is held[-1] else []
+                    audited.extend(audit)
+                    stored.append(state.journal.submit(event, audit=audit)[2])
                 held.clear()
 
-            async for event in state.phase.run([call], state.calls, messages):
-                if isinstance(event, PhaseResult):
-                    continue  # the observation is in `messages`
-                events.append(event)
-                held.append(event)
-                if isinstance(event, ToolCallEvent) and len(held) == 1:
-                    # Stored with its result (one statement) unless the call takes longer:
-                    # then on its own, so the journal shows the call in flight.
-                    timer = asyncio.get_running_loop().call_later(CALL_HELD_S, submit)
-                else:
-                    submit()
-            submit()
-            await asyncio.gather(*stored)  # the answer goes out once its events are stored
+            try:
+                async for event in state.phase.run([call], state.calls, messages):
+                    if isinstance(event, PhaseResult):
+                        continue  # the observation is in `messages`
+                    events.append(event)
+                    held.append(event)
+                    if isinstance(event, ToolCallEvent) and len(held) == 1:
+                        # Stored with its result (one statement) unless the call takes longer:
+                        # then on its own, so the journal shows the call in flight.
+                        timer = asyncio.get_running_loop().call_later(CALL_HELD_S, submit)
+                    else:
+                        submit()
+            finally:
+                submit()  # whatever happened so far, interrupted or not
+            for row in state.audit.take():  # recorded after the last event (none so far)
+                self._audit_sink(row)
+            try:
+                await asyncio.gather(*stored)  # the answer goes out once its events are stored
+            except Exception:
+                for row in audited:  # the call ran: its audit row is kept all the same
+                    self._audit_sink(row)
+                raise
         ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
         loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
         text = (messages[-1].content or "") if messages else ""
         return CallOutcome(text=text, ok=ok, loaded=loaded)
+
+    def _audit_sink(self, row: ToolCall) -> None:
+        sink = self.runs.backends.tool_audit
+        if sink is not None:
+            sink.record(row)
 
     # --- ending --------------------------------------------------------------------------
 
