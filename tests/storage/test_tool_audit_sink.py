@@ -87,3 +87,61 @@ async def test_the_asyncpg_path_stores_what_the_orm_path_stores(
         assert by_fast == by_orm
     finally:
         await engine.dispose()
+
+
+async def test_audit_rows_go_with_journal_events_on_both_write_paths(
+    committing_settings: Settings,
+) -> None:
+    """An MCP session's audit rows ride the journal write of its events: through asyncpg
+    (Postgres the app owns) and through a session (other stores) alike."""
+    from app.agents.models import Agent
+    from app.chat.hub import RunHub
+    from app.chat.journal import JournalBatcher
+    from app.chat.models import Conversation, Run, RunEventRecord
+
+    engine = create_engine(committing_settings)
+    maker = create_sessionmaker(engine)
+    dsn = asyncpg_dsn(committing_settings.async_database_url)
+    try:
+        async with maker() as session:
+            agent = Agent(name=f"audited-{uuid.uuid4().hex[:8]}")
+            session.add(agent)
+            await session.flush()
+            runs = []
+            for _ in range(2):
+                conversation = Conversation(agent_id=agent.id, title="t")
+                session.add(conversation)
+                await session.flush()
+                run = Run(conversation_id=conversation.id, agent_id=agent.id, kind="mcp_session")
+                session.add(run)
+                await session.flush()
+                runs.append(run.id)
+            await session.commit()
+        for run_id, fast in zip(runs, (dsn, None), strict=True):
+            batcher = JournalBatcher(sessionmaker=maker, hub=RunHub(), dsn=fast)
+            rows = _rows(run_id)
+            await batcher.enqueue(run_id, 1, "tool_call", {"name": "mcp"}, None)
+            await batcher.enqueue(run_id, 2, "tool_result", {"ok": True}, None, rows)
+            await batcher.aclose()
+            if batcher._fast is not None:
+                await batcher._fast.aclose()
+        stored = []
+        for run_id in runs:
+            async with maker() as session:
+                kinds = (
+                    await session.scalars(
+                        select(RunEventRecord.kind).where(RunEventRecord.run_id == run_id)
+                    )
+                ).all()
+                calls = (
+                    await session.scalars(
+                        select(ToolCall).where(ToolCall.run_id == run_id).order_by(ToolCall.name)
+                    )
+                ).all()
+            assert sorted(kinds) == ["tool_call", "tool_result"]
+            skip = ("run_id", "agent_id")  # random per row
+            stored.append([{c: getattr(r, c) for c in COLUMNS if c not in skip} for r in calls])
+        assert len(stored[0]) == 2
+        assert stored[0] == stored[1]
+    finally:
+        await engine.dispose()
