@@ -1,11 +1,14 @@
-"""The floor of an MCP hop: a minimal MCP SDK streamable-HTTP server, no Quiver logic.
+"""The floor of an HTTP hop to an MCP server: the same upstream, no Quiver logic.
 
-It serves the tools of one stdio MCP server and forwards `tools/call` to one pooled stdio
-session (opened at start-up, shared by every HTTP session), through the SDK's low-level
-`Server` and `StreamableHTTPSessionManager` — the same server side Quiver's `/mcp/agents/{name}`
-is built on — behind plain uvicorn: no auth, no journal, no audit, no guards. What a client
-pays for a call here, compared with calling the stdio server directly, is what the SDK's HTTP
-hop alone costs; `bench.mcp_endpoint` measures Quiver's endpoint against both.
+One process serves the tools of one stdio MCP server and forwards calls to one pooled stdio
+session (opened at start-up, shared by every request), behind plain uvicorn: no auth, no
+journal, no audit, no guards.
+- `/mcp`: the SDK's low-level `Server` and `StreamableHTTPSessionManager` — the same server
+  side Quiver's `/mcp/agents/{name}` is built on — forwarding `tools/call`;
+- `POST /call`: a bare JSON route (`{"tool", "arguments"}` → the result's text), what Quiver's
+  admin route `POST /mcp-servers/{id}/call` does without its auth, row lookup and checks.
+What a client pays here, compared with calling the stdio server directly, is what the HTTP hop
+alone costs; `bench.mcp_endpoint` measures Quiver's routes against both.
 
 Run: `python -m bench.mcp_floor --port N <stdio command>` (`floor()` starts it as a subprocess).
 """
@@ -25,6 +28,9 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from bench.servers import ROOT, _stop, _wait_http, free_port
 
@@ -47,7 +53,17 @@ def build(command: str) -> Any:
     server: Server[Any] = Server(
         "floor", version="0", on_list_tools=list_tools, on_call_tool=call_tool
     )
-    app = server.streamable_http_app(streamable_http_path="/mcp")
+
+    async def plain_call(request: Request) -> JSONResponse:
+        body = await request.json()
+        result = await upstream["client"].call_tool(body["tool"], body.get("arguments") or {})
+        text = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+        return JSONResponse({"ok": not result.is_error, "output": text})
+
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        custom_starlette_routes=[Route("/call", plain_call, methods=["POST"])],
+    )
     inner_lifespan = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
@@ -66,6 +82,9 @@ def build(command: str) -> Any:
 class Floor:
     proc: subprocess.Popen[bytes]
     url: str
+    """The MCP endpoint."""
+    call_url: str
+    """The plain JSON route."""
 
 
 @contextlib.asynccontextmanager
@@ -78,7 +97,8 @@ async def floor(command: str) -> AsyncIterator[Floor]:
     )
     try:
         await _wait_http(f"http://127.0.0.1:{port}/healthz", proc)  # any answer (404)
-        yield Floor(proc=proc, url=f"http://127.0.0.1:{port}/mcp")
+        base = f"http://127.0.0.1:{port}"
+        yield Floor(proc=proc, url=f"{base}/mcp", call_url=f"{base}/call")
     finally:
         await asyncio.to_thread(_stop, proc)
 
