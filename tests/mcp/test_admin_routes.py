@@ -155,9 +155,9 @@ async def test_the_call_route_never_serves_a_deleted_server(
     server = created.json()
     call = f"/api/v1/mcp-servers/{server['id']}/call"
     body = {"tool": "get_current_time", "arguments": {"timezone": "UTC"}}
-    assert (await stdio_client.post(call, json=body)).json()["ok"] is True
     (await stdio_client.post(f"/api/v1/mcp-servers/{server['id']}/refresh")).raise_for_status()
-    assert (await stdio_client.post(call, json=body)).json()["ok"] is True  # held now
+    for _ in range(2):  # the second answer comes from the row held in process
+        assert (await stdio_client.post(call, json=body)).json()["ok"] is True
 
     renamed = await stdio_client.patch(
         f"/api/v1/mcp-servers/{server['id']}", json={"command": "/nowhere/mcp-server-time"}
