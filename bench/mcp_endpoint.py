@@ -266,6 +266,7 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
             per_worker = max(1, CALLS // CONCURRENCY * 2)
             rate = {
                 "direct": await _throughput(via_direct, CONCURRENCY, per_worker),
+                "floor_http": await _throughput(via_floor_http, CONCURRENCY, per_worker),
                 "admin": await _throughput(via_admin, CONCURRENCY, per_worker),
             }
         store = gw.database
