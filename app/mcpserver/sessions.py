@@ -180,11 +180,13 @@ class McpSessions:
     async def admit(
         self, db: AsyncSession, session_id: str, *, agent_id: uuid.UUID, key_id: uuid.UUID
     ) -> bool:
-        """May this request continue the session (in the caller's transaction)?
+        """May this request continue the session?
 
         The session's run must be open, of this agent and this key. The run records the
         worker that serves the session last: when that was another one, this worker takes it
-        over and rebuilds the session from the journal (what it holds may be stale)."""
+        over and rebuilds the session from the journal (what it holds may be stale). On a
+        Postgres store the app owns this is one autocommit statement (`_ADMIT`); otherwise it
+        runs in the caller's transaction `db`."""
         parsed = parse_session_id(session_id)
         if parsed is None:
             return False
