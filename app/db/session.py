@@ -22,7 +22,8 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
             await session.rollback()
             raise
         else:
-            await session.commit()
+            if session.in_transaction() or session.new or session.dirty or session.deleted:
+                await session.commit()  # (a request that read from caches only has nothing to)
 
 
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
