@@ -104,9 +104,11 @@ def create_app(
         max_import_bytes=settings.max_import_bytes,
     )
     install_http_middleware(app, metrics)  # outermost: counts and logs every response
-    app.include_router(build_api_router())
     mcp_endpoint = McpEndpoint(app)
-    app.mount("/mcp", mcp_endpoint)  # MCP streamable HTTP; not part of the OpenAPI schema
+    # MCP streamable HTTP; not part of the OpenAPI schema. First among the routes: a call is
+    # routed at once instead of after every API route has been tried.
+    app.mount("/mcp", mcp_endpoint)
+    app.include_router(build_api_router())
     install_docs(app)
     install_console(app)
 

@@ -24,8 +24,10 @@ from app.connectors.execute import ConnectorExecutor
 from app.conventions.backend import ConventionRecall
 from app.databases.engines import EngineCache
 from app.databases.query import DatabaseExecutor
+from app.db.row_cache import RowCache
 from app.knowledge.backend import KnowledgeSearch
 from app.llm.client import LlmClient
+from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
 from app.mcp.repository import McpServerRepository
 from app.ops.metrics import Metrics
@@ -50,6 +52,8 @@ class Runtime:
     runs: RunManager
     agents: AgentCache
     keys: ApiKeyCache
+    mcp_servers: RowCache[McpServer]
+    """MCP server rows for the admin test call (`POST /mcp-servers/{id}/call`)."""
 
     @classmethod
     async def start(
@@ -64,8 +68,12 @@ class Runtime:
         one connection (tests): the heartbeat must not share it with requests."""
         # Pinned connects for tool traffic (egress-checked); the LLM has a pool of its own.
         http = new_http_client(settings, strict=False)
+        # Writes of the run path on connections of their own, when the app owns its store
+        # (a test's sessionmaker bound to one rolled-back transaction keeps them in it).
+        owned_postgres = background is None and not settings.is_sqlite
+        fast_dsn = asyncpg_dsn(settings.async_database_url) if owned_postgres else None
         audit = AuditSink(sessionmaker)
-        tool_audit = ToolCallSink(sessionmaker)
+        tool_audit = ToolCallSink(sessionmaker, dsn=fast_dsn)
         connectors = ConnectorExecutor(http=http, settings=settings, audit=audit)
         engines = EngineCache()
         databases = DatabaseExecutor(engines)
@@ -86,9 +94,6 @@ class Runtime:
         hub = RunHub(notify=not settings.is_sqlite)
         await hub.start(settings)
         agents = AgentCache(sessionmaker)
-        # Writes of the run path on connections of their own, when the app owns its store
-        # (a test's sessionmaker bound to one rolled-back transaction keeps them in it).
-        owned_postgres = background is None and not settings.is_sqlite
         runs = RunManager(
             settings=settings,
             sessionmaker=sessionmaker,
@@ -99,7 +104,7 @@ class Runtime:
             on_finished=lambda status: metrics.runs.labels(status).inc(),
             background=background,
             agents=agents,
-            fast_dsn=asyncpg_dsn(settings.async_database_url) if owned_postgres else None,
+            fast_dsn=fast_dsn,
         )
         delegator.bind(runs)
         await runs.open()
@@ -118,6 +123,7 @@ class Runtime:
             runs=runs,
             agents=agents,
             keys=ApiKeyCache(),
+            mcp_servers=RowCache(McpServer),
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime

@@ -8,9 +8,13 @@ aggregating gateway sends; skills inline in the instructions). o200k_base tokens
 
 Overhead: `quiver serve` in a subprocess (throwaway store) with an agent wired to
 `mcp-server-time` over stdio (legacy mode, so the client calls `get_current_time` by name);
-`CALLS` warm `tools/call` through Quiver's endpoint versus on a direct stdio session to
-`mcp-server-time`, interleaved call by call. Each call through Quiver is also journaled
-(`tool_call`, `tool_result`) and audited. Target: Quiver p50 ≤ 1.2x direct p50.
+`CALLS` warm calls of `get_current_time`, interleaved call by call (order rotated), through:
+a direct stdio session to `mcp-server-time` (this process); the floors of `bench.mcp_floor`
+(the same upstream behind a bare JSON route, and behind the bare MCP SDK streamable-HTTP
+server); Quiver's admin route `POST /mcp-servers/{id}/call`; Quiver's endpoint `tools/call`
+(each call journaled — `tool_call`, `tool_result` — and audited). Ratios are against the direct
+p50 (the targets: admin ≤ 1.3x, endpoint ≤ 1.2x) and against each path's floor (what Quiver
+adds over the same HTTP hop). CPU per call is the serving process's (this client's for direct).
 
 Run: `.venv/bin/python -m bench.mcp_endpoint`.
 """
@@ -33,6 +37,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.common import percentile, print_table
+from bench.mcp_floor import floor
 from bench.servers import Gateway, gateway, raise_fd_limit
 from tests.mcp.servers import TIME_SERVER
 
@@ -47,6 +52,9 @@ ADMIN_TARGET = 1.3
 """Admin route `POST /mcp-servers/{id}/call` p50 ≤ 1.3x a direct SDK call (1 concurrent)."""
 ENDPOINT_TARGET = 1.2
 """Endpoint `tools/call` p50 ≤ 1.2x a direct SDK call."""
+FLOORS = {"floor_http": "floor_http", "admin": "floor_http", "floor": "floor", "endpoint": "floor"}
+"""Each HTTP path's floor (`bench.mcp_floor`): the same hop with no Quiver logic — a bare JSON
+route for the admin route, the bare MCP SDK server for the endpoint."""
 
 
 def _mcp_tools(openai_tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -105,11 +113,15 @@ async def _tokens() -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def _quiver_session(base_url: str, token: str, agent: str) -> AsyncIterator[Client]:
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
-        transport = streamable_http_client(f"{base_url}/mcp/agents/{agent}", http_client=http)
+async def _http_session(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
+    async with create_mcp_http_client(headers=headers) as http:
+        transport = streamable_http_client(url, http_client=http)
         async with Client(transport, mode="legacy", cache=None) as client:
             yield client
+
+
+def _quiver_session(base_url: str, token: str, agent: str) -> Any:
+    return _http_session(f"{base_url}/mcp/agents/{agent}", {"Authorization": f"Bearer {token}"})
 
 
 def _cpu_s(pid: int | None = None) -> float:
@@ -193,11 +205,13 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
     async with (
         gateway("http://127.0.0.1:9/v1", extra_env=env, profile_to=profile_to) as gw,
         gw.client(connections=CONCURRENCY) as admin,
+        floor(TIME_SERVER) as bare,
     ):
         server_id, token = await _setup(gw, admin)
         direct_target = StdioServerParameters(command=TIME_SERVER, args=[])
         async with (
             _quiver_session(gw.base_url, token, "mcpbench") as quiver,
+            _http_session(bare.url, {}) as floor_client,
             Client(direct_target, mode="legacy", cache=None) as direct,
         ):
             names = [t.name for t in (await quiver.list_tools()).tools]
@@ -207,6 +221,18 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
                 result = await direct.call_tool("get_current_time", ARGS)
                 if result.is_error:
                     raise RuntimeError(str(result.content))
+
+            async def via_floor() -> None:
+                result = await floor_client.call_tool("get_current_time", ARGS)
+                if result.is_error:
+                    raise RuntimeError(str(result.content))
+
+            async def via_floor_http() -> None:
+                response = await admin.post(
+                    bare.call_url, json={"tool": "get_current_time", "arguments": ARGS}
+                )
+                if response.status_code != 200 or not response.json()["ok"]:
+                    raise RuntimeError(response.text)
 
             async def via_admin() -> None:
                 response = await admin.post(
@@ -223,6 +249,8 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
 
             paths: dict[str, Call] = {
                 "direct": via_direct,
+                "floor": via_floor,
+                "floor_http": via_floor_http,
                 "admin": via_admin,
                 "endpoint": via_endpoint,
             }
@@ -230,12 +258,15 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
             pid = gw.proc.pid
             cpu = {
                 "direct": await _cpu_per_call(via_direct, CALLS, None),
+                "floor": await _cpu_per_call(via_floor, CALLS, bare.proc.pid),
+                "floor_http": await _cpu_per_call(via_floor_http, CALLS, bare.proc.pid),
                 "admin": await _cpu_per_call(via_admin, CALLS, pid),
                 "endpoint": await _cpu_per_call(via_endpoint, CALLS, pid),
             }
             per_worker = max(1, CALLS // CONCURRENCY * 2)
             rate = {
                 "direct": await _throughput(via_direct, CONCURRENCY, per_worker),
+                "floor_http": await _throughput(via_floor_http, CONCURRENCY, per_worker),
                 "admin": await _throughput(via_admin, CONCURRENCY, per_worker),
             }
         store = gw.database
@@ -248,6 +279,10 @@ async def _overhead(profile_to: Path | None = None) -> dict[str, Any]:
             "p99_ms": percentile(wall[name], 99),
             "cpu_ms_per_call": cpu[name],
             "ratio_p50": p50 / d50 if d50 else None,
+            "floor": FLOORS.get(name),
+            "ratio_p50_vs_floor": p50 / percentile(wall[FLOORS[name]], 50)
+            if name in FLOORS
+            else None,
             "cpu_ratio": cpu[name] / cpu["direct"] if cpu["direct"] else None,
         }
         if name in rate:
@@ -340,7 +375,7 @@ def run() -> dict[str, Any]:
 def _print_calls(c: dict[str, Any]) -> None:
     targets = c["targets"]
     rows = []
-    for name in ("direct", "admin", "endpoint"):
+    for name in ("direct", "floor_http", "admin", "floor", "endpoint"):
         m = c[name]
         target = targets.get(name)
         verdict = "" if target is None else ("pass" if m["ratio_p50"] <= target else "miss")
@@ -351,6 +386,7 @@ def _print_calls(c: dict[str, Any]) -> None:
                 m["p99_ms"],
                 m["cpu_ms_per_call"],
                 m["ratio_p50"],
+                "" if m["ratio_p50_vs_floor"] is None else m["ratio_p50_vs_floor"],
                 m["cpu_ratio"],
                 "" if target is None else f"<= {target}x {verdict}",
                 m.get(f"calls_per_s_at_{c['concurrency']}", ""),
@@ -364,12 +400,16 @@ def _print_calls(c: dict[str, Any]) -> None:
             "p99 ms",
             "CPU ms/call",
             "p50 ratio",
+            "vs floor",
             "CPU ratio",
             "target",
             f"calls/s at {c['concurrency']}",
         ],
     )
-    print(f"({c['store']} store; CPU: the gateway process, or this client for direct)")
+    print(
+        f"({c['store']} store; ratios against the direct p50 and the floor's; CPU: the server "
+        "process (gateway or floor), or this client for direct)"
+    )
 
 
 def main() -> None:

@@ -1,11 +1,24 @@
-"""Writes tool-call audit rows off the call path, in small batches (see `BatchSink`)."""
+"""Writes tool-call audit rows off the call path, in small batches (see `BatchSink`).
+
+On a Postgres store the app owns, a batch is one multi-row `INSERT` (`unnest`) on a dedicated
+asyncpg connection: no ORM unit of work, no pool checkout and pre-ping per batch (each tool
+call of a quiet session is a batch of its own). Other stores go through a session.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import asyncpg
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.models import ToolCall
+from app.db.base import utcnow
 from app.db.batch_sink import BatchSink
+from app.db.pgconn import DedicatedConnection
 
 
 class ToolAuditBackend(Protocol):
@@ -14,8 +27,67 @@ class ToolAuditBackend(Protocol):
     def record(self, row: ToolCall) -> None: ...
 
 
+_INSERT = """
+INSERT INTO tool_calls (id, run_id, api_key_id, "user", agent_id, kind, name, target,
+                        arguments, ok, error, latency_ms, created_at)
+SELECT t.id, t.run_id, t.api_key_id, t.u, t.agent_id, t.kind, t.name, t.target,
+       t.arguments::jsonb, t.ok, t.error, t.latency_ms, t.created_at
+FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::uuid[], $6::text[],
+            $7::text[], $8::text[], $9::text[], $10::bool[], $11::text[], $12::float8[],
+            $13::timestamptz[])
+     AS t(id, run_id, api_key_id, u, agent_id, kind, name, target, arguments, ok, error,
+          latency_ms, created_at)
+ON CONFLICT (id) DO NOTHING
+"""
+"""`ON CONFLICT`: a batch sent again after its connection dropped mid-answer is stored once."""
+
+
+def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:
+    """The rows as 13 arrays, in the order of `_INSERT`'s `unnest` (also used by the journal
+    batch, which stores an MCP session's audit rows with its events)."""
+    now = utcnow()
+    for row in batch:  # what the ORM would fill in at flush
+        row.id = row.id or uuid.uuid4()
+        row.created_at = row.created_at or now
+    return (
+        [r.id for r in batch],
+        [r.run_id for r in batch],
+        [r.api_key_id for r in batch],
+        [r.user for r in batch],
+        [r.agent_id for r in batch],
+        [r.kind for r in batch],
+        [r.name for r in batch],
+        [r.target for r in batch],
+        [json.dumps(r.arguments or {}, separators=(",", ":")) for r in batch],
+        [bool(r.ok) for r in batch],
+        [r.error for r in batch],
+        [float(r.latency_ms or 0.0) for r in batch],
+        [r.created_at for r in batch],
+    )
+
+
 class ToolCallSink(BatchSink[ToolCall]):
     label = "tool-call audit"
 
+    def __init__(
+        self, sessionmaker: async_sessionmaker[AsyncSession], *, dsn: str | None = None
+    ) -> None:
+        """`dsn`: the app's own Postgres store (asyncpg form); None: through sessions."""
+        super().__init__(sessionmaker)
+        self._fast = DedicatedConnection(dsn) if dsn else None
+
     async def store(self, batch: list[ToolCall]) -> None:
-        await self.insert(batch)
+        if self._fast is None:
+            await self.insert(batch)
+            return
+        args = tool_call_arrays(batch)
+        try:
+            await self._fast.execute(_INSERT, *args)
+        except (OSError, asyncpg.InterfaceError, ConnectionError):
+            # The connection had dropped (a restart of the server): once more, on a new one.
+            await self._fast.execute(_INSERT, *args)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self._fast is not None:
+            await self._fast.aclose()

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.audit.models import ToolCall
 from app.chat.hub import CHANNEL, RunHub
 from app.chat.pgwrite import JournalConnection, Settle
 from app.chat.repository import ConversationRepository, JournalRepository, RunRepository
@@ -47,6 +48,8 @@ class _Pending:
     kind: str
     data: dict[str, Any]
     also: Also | None
+    audit: Sequence[ToolCall] = ()
+    """Tool-call audit rows stored in the same write (an MCP session's calls)."""
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -122,11 +125,17 @@ class JournalBatcher:
         self._broken.pop(run_id, None)
 
     def enqueue(
-        self, run_id: uuid.UUID, seq: int, kind: str, data: dict[str, Any], also: Also | None
+        self,
+        run_id: uuid.UUID,
+        seq: int,
+        kind: str,
+        data: dict[str, Any],
+        also: Also | None,
+        audit: Sequence[ToolCall] = (),
     ) -> asyncio.Future[None]:
         """Queue one event; the future resolves once it is committed (or fails as storing it did).
         Events are committed in the order they were queued."""
-        pending = _Pending(run_id=run_id, seq=seq, kind=kind, data=data, also=also)
+        pending = _Pending(run_id=run_id, seq=seq, kind=kind, data=data, also=also, audit=audit)
         self._queue.append(pending)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain(), name="journal-batcher")
@@ -212,10 +221,12 @@ class JournalBatcher:
             p.also is None or isinstance(p.also, Settle) for p in batch
         ):
             events = [(p.run_id, p.seq, p.kind, p.data) for p in batch]
-            await self._fast.write(events, settles, CHANNEL if self._hub.notify else "")
+            audit = [row for p in batch for row in p.audit]
+            await self._fast.write(events, settles, CHANNEL if self._hub.notify else "", audit)
             return
         async with self._sessionmaker() as session:
             await JournalRepository(session).insert([p.row() for p in batch])
+            session.add_all([row for p in batch for row in p.audit])
             for pending in batch:
                 if isinstance(pending.also, Settle):
                     await settle_in_session(session, pending.also)
@@ -291,7 +302,7 @@ class JournalWriter:
                 pending.done.set_exception(self._not_stored())
                 continue
             stored = self._batcher.enqueue(
-                pending.run_id, pending.seq, pending.kind, pending.data, pending.also
+                pending.run_id, pending.seq, pending.kind, pending.data, pending.also, pending.audit
             )
             stored.add_done_callback(partial(copy_outcome, pending.done))
 
@@ -299,7 +310,7 @@ class JournalWriter:
         return JournalUnavailable(f"run {self.run_id} was not stored")
 
     def submit(
-        self, event: RunEvent, *, also: Also | None = None
+        self, event: RunEvent, *, also: Also | None = None, audit: Sequence[ToolCall] = ()
     ) -> tuple[int, RunEvent, asyncio.Future[None]]:
         """Number, redact and queue one event: (seq, redacted event, committed future).
 
@@ -310,14 +321,19 @@ class JournalWriter:
         self.seq += 1
         if self._held is not None or self._unstored:
             pending = _Pending(
-                run_id=self.run_id, seq=self.seq, kind=event.kind, data=data, also=also
+                run_id=self.run_id,
+                seq=self.seq,
+                kind=event.kind,
+                data=data,
+                also=also,
+                audit=audit,
             )
             if self._held is None:
                 pending.done.set_exception(self._not_stored())
             else:
                 self._held.append(pending)
             return self.seq, clean, pending.done
-        stored = self._batcher.enqueue(self.run_id, self.seq, event.kind, data, also)
+        stored = self._batcher.enqueue(self.run_id, self.seq, event.kind, data, also, audit)
         return self.seq, clean, stored
 
     @staticmethod

@@ -33,7 +33,10 @@ from typing import Any
 
 import asyncpg
 
+from app.audit.models import ToolCall
+from app.audit.sink import tool_call_arrays
 from app.db.base import utcnow
+from app.db.pgconn import DedicatedConnection
 
 
 def asyncpg_dsn(async_url: str) -> str:
@@ -320,6 +323,21 @@ class RunStarts:
             if row["seq"] is not None
         ]
 
+    async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        """One autocommit statement of the run path on this pool (e.g. an MCP session's
+        ownership check), tried again on the next connection when the server dropped one."""
+        pool = await self._get_pool()
+        attempts = self._size + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                async with pool.acquire() as conn:
+                    row: asyncpg.Record | None = await conn.fetchrow(query, *args)
+                    return row
+            except Exception as exc:
+                if attempt == attempts or not _is_disconnect(exc):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def aclose(self) -> None:
         if self._drainer is not None:
             with contextlib.suppress(Exception):
@@ -364,6 +382,17 @@ WITH ev AS (
     FROM unnest($14::uuid[], $15::text[], $16::int[], $17::text[], $18::text[])
          AS f(id, status, iterations, usage, error)
     WHERE runs.id = f.id
+), tc AS (
+    INSERT INTO tool_calls (id, run_id, api_key_id, "user", agent_id, kind, name, target,
+                            arguments, ok, error, latency_ms, created_at)
+    SELECT t.id, t.run_id, t.api_key_id, t.u, t.agent_id, t.kind, t.name, t.target,
+           t.arguments::jsonb, t.ok, t.error, t.latency_ms, t.created_at
+    FROM unnest($21::uuid[], $22::uuid[], $23::uuid[], $24::text[], $25::uuid[], $26::text[],
+                $27::text[], $28::text[], $29::text[], $30::bool[], $31::text[], $32::float8[],
+                $33::timestamptz[])
+         AS t(id, run_id, api_key_id, u, agent_id, kind, name, target, arguments, ok, error,
+              latency_ms, created_at)
+    ON CONFLICT (id) DO NOTHING
 )
 SELECT pg_notify($19, n) FROM unnest($20::text[]) AS n
 """
@@ -373,6 +402,7 @@ def batch_args(
     events: Sequence[tuple[uuid.UUID, int, str, dict[str, Any]]],
     settles: Sequence[Settle],
     channel: str,
+    audit: Sequence[ToolCall] = (),
 ) -> tuple[Any, ...]:
     msgs = [
         (s.conversation_id, s.run_id, i, m)
@@ -403,6 +433,7 @@ def batch_args(
         [_json(s.error) for s in settles],
         channel,
         [str(r) for r in runs],
+        *tool_call_arrays(audit),
     )
 
 
@@ -410,32 +441,18 @@ class JournalConnection:
     """The journal's dedicated connection (opened on first use, again after it broke)."""
 
     def __init__(self, dsn: str) -> None:
-        self._dsn = dsn
-        self._conn: asyncpg.Connection | None = None
+        self._conn = DedicatedConnection(dsn)
 
     async def write(
         self,
         events: Sequence[tuple[uuid.UUID, int, str, dict[str, Any]]],
         settles: Sequence[Settle],
         channel: str,
+        audit: Sequence[ToolCall] = (),
     ) -> None:
-        """One batch in one statement: events, final states, one `NOTIFY` per run."""
-        args = batch_args(events, settles, channel)
-        if self._conn is None or self._conn.is_closed():
-            self._conn = await asyncpg.connect(self._dsn)
-        try:
-            await self._conn.execute(_BATCH, *args)
-        except asyncpg.PostgresError:
-            raise  # the server answered (refused it): the connection is fine, or known closed
-        except BaseException:
-            conn, self._conn = self._conn, None
-            conn.terminate()  # broken, or interrupted mid-statement: never reused
-            raise
+        """One batch in one statement: events, final states, audit rows that go with them,
+        one `NOTIFY` per run."""
+        await self._conn.execute(_BATCH, *batch_args(events, settles, channel, audit))
 
     async def aclose(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                await conn.close(timeout=2)
-            except Exception:
-                conn.terminate()
+        await self._conn.aclose()

@@ -5,10 +5,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
+from app.db.row_cache import RowCache
 from app.db.session import SessionDep
 from app.kit.crud_router import ERROR_RESPONSES, add_crud_routes
 from app.kit.schemas import ToolCallResult
 from app.kit.state import runtime_part
+from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
 from app.mcp.schemas import McpCallRequest, McpServerCreate, McpServerRead, McpServerUpdate
 from app.mcp.service import mcp_server_service
@@ -16,6 +18,7 @@ from app.mcp.service import mcp_server_service
 router = APIRouter(prefix="/mcp-servers", tags=["mcp-servers"])
 _pool = runtime_part("mcp")
 McpPoolDep = Annotated[McpPool, Depends(_pool)]
+McpServersDep = Annotated[RowCache[McpServer], Depends(runtime_part("mcp_servers"))]
 
 
 async def _close_session(request: Request, id: uuid.UUID) -> None:
@@ -45,7 +48,11 @@ async def refresh_tools(id: uuid.UUID, session: SessionDep, pool: McpPoolDep) ->
 
 @router.post("/{id}/call", response_model=ToolCallResult, responses=ERROR_RESPONSES)
 async def call_tool(
-    id: uuid.UUID, body: McpCallRequest, session: SessionDep, pool: McpPoolDep
+    id: uuid.UUID,
+    body: McpCallRequest,
+    session: SessionDep,
+    pool: McpPoolDep,
+    servers: McpServersDep,
 ) -> Any:
     """Call one tool with the model's guards; answer the text the model would see."""
-    return await mcp_server_service.test_call(session, id, body, pool)
+    return await mcp_server_service.test_call(session, id, body, pool, servers)

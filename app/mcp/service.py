@@ -5,7 +5,8 @@ import uuid
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.base import utcnow
-from app.errors import Invalid
+from app.db.row_cache import RowCache
+from app.errors import Invalid, NotFound
 from app.kit.crud import CrudService
 from app.kit.schemas import ToolCallResult
 from app.mcp.models import McpServer
@@ -50,10 +51,18 @@ class McpServerService(CrudService[McpServer]):
         return await self.save(session, server)
 
     async def test_call(
-        self, session: AsyncSession, id: uuid.UUID, data: McpCallRequest, pool: McpPool
+        self,
+        session: AsyncSession,
+        id: uuid.UUID,
+        data: McpCallRequest,
+        pool: McpPool,
+        servers: RowCache[McpServer],
     ) -> ToolCallResult:
-        """Call one tool as the model's `mcp call` would: arguments checked against its schema."""
-        server = await self.get(session, id)
+        """Call one tool as the model's `mcp call` would: arguments checked against its schema.
+        The server's row comes from `servers` (a warm call reads nothing from the store)."""
+        server = await servers.get(session, id)
+        if server is None:
+            raise NotFound(f"{self.label} {str(id)!r} not found")
         known = {t.get("name"): t for t in server.tools_cache or []}
         tool = known.get(data.tool)
         if known and tool is None:

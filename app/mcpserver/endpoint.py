@@ -42,7 +42,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
 from app.agents.repository import AgentRepository
-from app.apikeys.service import api_key_service
 from app.errors import QuiverError, error_body
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.sessions import Caller, McpSession, McpSessions, parse_session_id
@@ -350,7 +349,7 @@ class McpEndpoint:
             ), None
         runtime: Runtime = self.app.state.runtime
         async with runtime.sessionmaker() as session:
-            key = await api_key_service.authenticate(session, token.strip())
+            key = await runtime.keys.authenticate(session, token.strip())
             if key is None:
                 return _json_error(401, "Unauthorized", "invalid or revoked API key"), None
             if not {"admin", "chat"} & set(key.scopes):
@@ -370,7 +369,8 @@ class McpEndpoint:
                 admitted = await self.sessions.admit(
                     session, session_id, agent_id=agent.id, key_id=principal.key_id
                 )
-            await session.commit()
+            if session.in_transaction():  # a warm request touches no ORM session
+                await session.commit()
         if agent is None or not principal.may_use(agent.id):
             return _json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")

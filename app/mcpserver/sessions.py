@@ -3,7 +3,8 @@
 A session keeps the agent's assembled tool set (with what `request_tools` loaded) and a
 `ToolPhase`, so every `tools/call` goes through the chat run's validation, guards,
 executors, timeout, progress tracker, redaction and audit. Each call journals a
-`tool_call` and a `tool_result` event; the end of the session journals `run_finished`.
+`tool_call` and a `tool_result` event, both stored before the answer goes out (in one write
+when the call is quick, see `CALL_HELD_S`); the end of the session journals `run_finished`.
 
 Any worker can serve any session: what a session needs lives in the journal or comes with the
 request. The session id names the run (its hex id, plus `e` when the client declared
@@ -24,7 +25,7 @@ import logging
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -32,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.models import Agent
 from app.approvals.gate import ApprovalGate
+from app.audit.models import ToolCall
 from app.chat.journal import JournalWriter
 from app.chat.models import Conversation, Run, RunEventRecord
 from app.chat.repository import RUNNING, RunRepository
@@ -43,6 +45,7 @@ from app.events import (
     RunEvent,
     RunFinished,
     RunStarted,
+    ToolCallEvent,
     ToolResultEvent,
     ToolsLoaded,
     event_payload,
@@ -57,8 +60,27 @@ from app.tools.base import CallContext
 
 logger = logging.getLogger("quiver.mcp_server")
 RUN_KIND = "mcp_session"
+CALL_HELD_S = 0.05
+"""A `tool_call` event waits this long for its result, to be journaled with it in one write."""
 _ELICITS = "e"
 """Session-id suffix: the client declared elicitation (it asks its person for approvals)."""
+
+
+_ADMIT = """
+WITH r AS (
+    SELECT worker_id FROM runs
+    WHERE id = $1 AND kind = $7 AND status = 'running' AND agent_id = $4
+      AND api_key_id IS NOT DISTINCT FROM $5
+), u AS (
+    UPDATE runs SET worker_id = $2, updated_at = $3
+    WHERE id = $1 AND status = 'running' AND EXISTS (SELECT 1 FROM r)
+      AND (worker_id IS DISTINCT FROM $2 OR updated_at < $6)
+)
+SELECT true AS ok, r.worker_id FROM r
+"""
+"""`McpSessions.admit` on Postgres in one round trip: the session's run (open, of this agent
+and key) and the worker that served it last (the snapshot before the UPDATE), which records
+this worker and the activity (coarsely: only when older than $6)."""
 
 
 def session_id_for(run_id: uuid.UUID, *, elicitation: bool) -> str:
@@ -93,6 +115,21 @@ class Caller:
     principal: Principal
 
 
+class HeldAudit:
+    """A session's tool-call audit rows, held until they are journaled with the call's events
+    (one write instead of a write of their own)."""
+
+    def __init__(self) -> None:
+        self.rows: list[ToolCall] = []
+
+    def record(self, row: ToolCall) -> None:
+        self.rows.append(row)
+
+    def take(self) -> list[ToolCall]:
+        rows, self.rows = self.rows, []
+        return rows
+
+
 @dataclass(eq=False, kw_only=True)
 class McpSession:
     """One client session: its run, its tools and its journal."""
@@ -104,6 +141,7 @@ class McpSession:
     toolset: AssembledToolset
     phase: ToolPhase
     journal: JournalWriter
+    audit: HeldAudit
     calls: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Events of one session are journaled in call order."""
@@ -142,15 +180,27 @@ class McpSessions:
     async def admit(
         self, db: AsyncSession, session_id: str, *, agent_id: uuid.UUID, key_id: uuid.UUID
     ) -> bool:
-        """May this request continue the session (in the caller's transaction)?
+        """May this request continue the session?
 
         The session's run must be open, of this agent and this key. The run records the
         worker that serves the session last: when that was another one, this worker takes it
-        over and rebuilds the session from the journal (what it holds may be stale)."""
+        over and rebuilds the session from the journal (what it holds may be stale). On a
+        Postgres store the app owns this is one autocommit statement (`_ADMIT`); otherwise it
+        runs in the caller's transaction `db`."""
         parsed = parse_session_id(session_id)
         if parsed is None:
             return False
         run_id = parsed[0]
+        me = self.runs.worker_id
+        if self.runs.starts is not None:  # Postgres: one statement, no ORM
+            quiet = utcnow() - timedelta(seconds=self._touch_every_s)
+            found = await self.runs.starts.fetchrow(
+                _ADMIT, run_id, me, utcnow(), agent_id, key_id, quiet, RUN_KIND
+            )
+            if found is None or not found["ok"]:
+                return False
+            self._moved(session_id, moved=found["worker_id"] != me)
+            return True
         stmt = select(
             Run.kind, Run.status, Run.agent_id, Run.api_key_id, Run.worker_id, Run.updated_at
         ).where(Run.id == run_id)
@@ -159,21 +209,28 @@ class McpSessions:
             return False
         if row.agent_id != agent_id or row.api_key_id != key_id:
             return False
-        me = self.runs.worker_id
         moved = row.worker_id != me
         # Activity is recorded coarsely (the sweep's idle clock), ownership at every move.
         seen = _aware(row.updated_at)
-        if moved or (utcnow() - seen).total_seconds() > min(60.0, self.idle_s / 10):
+        if moved or (utcnow() - seen).total_seconds() > self._touch_every_s:
             await db.execute(
                 update(Run)
                 .where(Run.id == run_id, Run.status == RUNNING)
                 .values(worker_id=me, updated_at=utcnow())
             )
+        self._moved(session_id, moved=moved)
+        return True
+
+    @property
+    def _touch_every_s(self) -> float:
+        return min(60.0, self.idle_s / 10)
+
+    def _moved(self, session_id: str, *, moved: bool) -> None:
+        """Another worker served the session since this one did: what it holds is stale."""
         if moved:
             stale = self.sessions.pop(session_id, None)
             if stale is not None:
                 self._later(self._release_after_calls(stale))
-        return True
 
     def _later(self, job: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(job)
@@ -280,6 +337,7 @@ class McpSessions:
         agent, principal = caller.agent, caller.principal
         run_id = uuid.UUID(hex=session_id[:32])
         settings = self.runs.settings
+        audit = HeldAudit()
         ctx = CallContext(
             run_id=str(run_id),
             agent_id=str(agent.id),
@@ -298,11 +356,12 @@ class McpSessions:
                 ctx=ctx,
                 timeout_s=settings.tool_timeout_s,
                 step_iteration=toolset.config.step_iteration,
-                audit=self.runs.backends.tool_audit,
+                audit=audit,
                 approval=toolset.config.approval,
                 no_gate_error=NO_ELICITATION,
             ),
             journal=JournalWriter(run_id=run_id, batcher=self.runs.journal),
+            audit=audit,
         )
 
     # --- calls ---------------------------------------------------------------------------
@@ -325,17 +384,53 @@ class McpSessions:
             )
             messages: list[ChatMessage] = []
             events: list[RunEvent] = []
-            stored = []
-            async for event in state.phase.run([call], state.calls, messages):
-                if isinstance(event, PhaseResult):
-                    continue  # the observation is in `messages`
-                events.append(event)
-                stored.append(state.journal.submit(event)[2])  # queued in order, at once
-            await asyncio.gather(*stored)  # the answer goes out once its events are stored
+            held: list[RunEvent] = []
+            stored: list[asyncio.Future[None]] = []
+            audited: list[ToolCall] = []
+            timer: asyncio.TimerHandle | None = None
+
+            def submit() -> None:  # queued in order, the held ones first
+                nonlocal timer
+                if timer is not None:
+                    timer.cancel()
+                    timer = None
+                for event in held:  # the audit rows so far go with the last one
+                    audit = state.audit.take() if event is held[-1] else []
+                    audited.extend(audit)
+                    stored.append(state.journal.submit(event, audit=audit)[2])
+                held.clear()
+
+            try:
+                async for event in state.phase.run([call], state.calls, messages):
+                    if isinstance(event, PhaseResult):
+                        continue  # the observation is in `messages`
+                    events.append(event)
+                    held.append(event)
+                    if isinstance(event, ToolCallEvent) and len(held) == 1:
+                        # Stored with its result (one statement) unless the call takes longer:
+                        # then on its own, so the journal shows the call in flight.
+                        timer = asyncio.get_running_loop().call_later(CALL_HELD_S, submit)
+                    else:
+                        submit()
+            finally:
+                submit()  # whatever happened so far, interrupted or not
+            for row in state.audit.take():  # recorded after the last event (none so far)
+                self._audit_sink(row)
+            try:
+                await asyncio.gather(*stored)  # the answer goes out once its events are stored
+            except Exception:
+                for row in audited:  # the call ran: its audit row is kept all the same
+                    self._audit_sink(row)
+                raise
         ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
         loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
         text = (messages[-1].content or "") if messages else ""
         return CallOutcome(text=text, ok=ok, loaded=loaded)
+
+    def _audit_sink(self, row: ToolCall) -> None:
+        sink = self.runs.backends.tool_audit
+        if sink is not None:
+            sink.record(row)
 
     # --- ending --------------------------------------------------------------------------
 

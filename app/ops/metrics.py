@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import OrderedDict
 
 from fastapi import FastAPI, Response
 from fastapi.routing import iter_route_contexts
@@ -53,6 +54,9 @@ class Metrics:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
 
+_UNROUTED = 256
+
+
 class _RouteLabels:
     """Full path templates (`/api/v1/agents/{id}`) for the `route` label.
 
@@ -64,22 +68,34 @@ class _RouteLabels:
         self.app = app
         self.paths: dict[int, str] = {}
         """Keyed by `id(route)`: routes are unhashable and live as long as the app."""
+        self.unrouted: OrderedDict[tuple[str, str], str] = OrderedDict()
+        """(method, path) → label of requests without a route, the latest `_UNROUTED` ones."""
 
     def label(self, route: object, scope: Scope) -> str:
         if route is None:
-            # Answered before routing (the bearer pre-check): find the route it was meant for.
-            path, method = scope.get("path", ""), scope.get("method", "")
-            for ctx in iter_route_contexts(self.app.routes):
-                regex, methods = getattr(ctx, "path_regex", None), getattr(ctx, "methods", None)
-                if regex is not None and regex.match(path) and (not methods or method in methods):
-                    return ctx.path_format or ctx.path or "unmatched"
-            return "unmatched"
+            # Answered before routing (the bearer pre-check), or by a mounted app (`/mcp`):
+            # find the route it was meant for, once per path while it stays in use.
+            key = (scope.get("method", ""), scope.get("path", ""))
+            found = self.unrouted.get(key)
+            if found is None:
+                found = self._route_of(*key)
+                self.unrouted[key] = found
+                if len(self.unrouted) > _UNROUTED:
+                    self.unrouted.popitem(last=False)
+            return found
         if id(route) not in self.paths:
             self.paths = {
                 id(ctx.original_route): ctx.path_format or ctx.path or ""
                 for ctx in iter_route_contexts(self.app.routes)
             }
         return self.paths.get(id(route)) or str(getattr(route, "path", "unmatched"))
+
+    def _route_of(self, method: str, path: str) -> str:
+        for ctx in iter_route_contexts(self.app.routes):
+            regex, methods = getattr(ctx, "path_regex", None), getattr(ctx, "methods", None)
+            if regex is not None and regex.match(path) and (not methods or method in methods):
+                return ctx.path_format or ctx.path or "unmatched"
+        return "unmatched"
 
 
 class ObserveRequests:

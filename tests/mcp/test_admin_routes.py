@@ -143,3 +143,31 @@ async def test_a_missing_command_is_named_with_the_allow_list(
     assert set(body) == {"error", "detail"}
     assert "'no-such-mcp-server' was not found" in body["detail"]
     assert "QUIVER_MCP_STDIO_COMMANDS=mcp-server-time,no-such-mcp-server" in body["detail"]
+
+
+async def test_the_call_route_never_serves_a_deleted_server(
+    stdio_client: httpx.AsyncClient,
+) -> None:
+    """The route keeps server rows in process: a delete (or edit) must be seen at once."""
+    created = await stdio_client.post(
+        "/api/v1/mcp-servers", json={"name": "clock", "transport": "stdio", "command": TIME_SERVER}
+    )
+    server = created.json()
+    call = f"/api/v1/mcp-servers/{server['id']}/call"
+    body = {"tool": "get_current_time", "arguments": {"timezone": "UTC"}}
+    (await stdio_client.post(f"/api/v1/mcp-servers/{server['id']}/refresh")).raise_for_status()
+    for _ in range(2):  # the second answer comes from the row held in process
+        assert (await stdio_client.post(call, json=body)).json()["ok"] is True
+
+    renamed = await stdio_client.patch(
+        f"/api/v1/mcp-servers/{server['id']}", json={"command": "/nowhere/mcp-server-time"}
+    )
+    assert renamed.status_code == 200, renamed.text
+    refused = (await stdio_client.post(call, json=body)).json()
+    assert refused["ok"] is False
+    assert "/nowhere/mcp-server-time" in refused["error"]
+
+    assert (await stdio_client.delete(f"/api/v1/mcp-servers/{server['id']}")).status_code == 204
+    gone = await stdio_client.post(call, json=body)
+    assert gone.status_code == 404
+    assert "not found" in gone.text

@@ -21,7 +21,7 @@ from app.config import Settings
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.connectors.server_app import LocalServer
-from tests.fixtures.live import read_sse, serve_app
+from tests.fixtures.live import SseReader, read_sse, serve_app
 from tests.mcp.servers import TIME_SERVER
 
 
@@ -618,3 +618,57 @@ async def test_a_revoked_key_stops_working_on_an_open_session(
         refused = await raw.post(url, json=listing, headers=headers)
         assert refused.status_code == 401, refused.text
         assert refused.json()["error"] == "Unauthorized"
+
+
+async def test_a_slow_call_is_in_the_journal_while_it_runs(
+    admin: httpx.AsyncClient, live_url: str, recorder: LocalServer
+) -> None:
+    """A quick call's `tool_call` is journaled with its result, in one write; a slow one's
+    is stored on its own while the call runs, so the run shows the call in flight."""
+    connector = await post(
+        admin,
+        "connectors",
+        {
+            "name": unique("sloth"),
+            "description": "Answers slowly",
+            "base_url": recorder.url,
+            "actions": [
+                {
+                    "name": "wait",
+                    "description": "Answer after `delay` seconds",
+                    "method": "GET",
+                    "path": "/slow",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"delay": {"type": "number"}},
+                        "required": ["delay"],
+                    },
+                }
+            ],
+        },
+    )
+    agent = await post(
+        admin, "agents", {"name": unique("agent"), "connector_ids": [connector["id"]]}
+    )
+    execute = {
+        "subcommand": "execute",
+        "connector": connector["name"],
+        "action": "wait",
+        "parameters": {"delay": 4},
+    }
+    async with connect(live_url, agent["name"]) as client:
+        discover = {"subcommand": "discover", "connector": connector["name"], "action": "wait"}
+        assert not (await client.call_tool("connector", discover)).is_error
+        runs = (await admin.get("/api/v1/runs", params={"agent_id": agent["id"]})).json()
+        (run,) = runs["items"]
+        call = asyncio.create_task(client.call_tool("connector", execute))
+        async with admin.stream("GET", f"/api/v1/runs/{run['id']}/events") as response:
+            reader = SseReader(response)
+            kinds: list[str] = []
+            while kinds.count("tool_call") < 2:  # the discover's, then the slow one's
+                (event,) = await asyncio.wait_for(reader.read(stop_after=1), 3.0)
+                kinds.append(event.event)
+        assert not call.done()  # seen in flight
+        assert kinds[-1] == "tool_call"
+        done = await call
+        assert not done.is_error, text(done)

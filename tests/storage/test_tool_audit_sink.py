@@ -1,0 +1,147 @@
+"""The tool-call audit sink writes the same rows through asyncpg as through the ORM."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+
+from app.audit.models import ToolCall
+from app.audit.record import tool_call_row
+from app.audit.sink import ToolCallSink
+from app.chat.pgwrite import asyncpg_dsn
+from app.config import Settings
+from app.db.engine import create_engine, create_sessionmaker
+from app.tools.base import CallContext, ToolResult
+
+COLUMNS = (
+    "run_id",
+    "api_key_id",
+    "user",
+    "agent_id",
+    "kind",
+    "name",
+    "target",
+    "arguments",
+    "ok",
+    "error",
+    "latency_ms",
+)
+
+
+def _rows(run_id: uuid.UUID) -> list[ToolCall]:
+    ctx = CallContext(run_id=str(run_id), agent_id=str(uuid.uuid4()), user="ann")
+    ok = tool_call_row(
+        name="mcp",
+        arguments={"n": [1, {"a": None}]},
+        tool=None,
+        step="mcp:clock/get_current_time",
+        result=ToolResult.success("12:00"),
+        ctx=ctx,
+        latency_ms=1.23456,
+    )
+    failed = tool_call_row(
+        name="database",
+        arguments="not json",
+        tool=None,
+        step=None,
+        result=ToolResult.fail("no such table"),
+        ctx=CallContext(run_id=str(run_id)),
+        latency_ms=0.5,
+    )
+    return [ok, failed]
+
+
+async def test_the_asyncpg_path_stores_what_the_orm_path_stores(
+    committing_settings: Settings,
+) -> None:
+    engine = create_engine(committing_settings)
+    maker = create_sessionmaker(engine)
+    fast_run, orm_run = uuid.uuid4(), uuid.uuid4()
+    fast = ToolCallSink(maker, dsn=asyncpg_dsn(committing_settings.async_database_url))
+    orm = ToolCallSink(maker)
+    try:
+        for row in _rows(fast_run):
+            fast.record(row)
+        for row in _rows(orm_run):
+            orm.record(row)
+        await fast.aclose()
+        await orm.aclose()
+        assert (fast.written, fast.failed, orm.written, orm.failed) == (2, 0, 2, 0)
+
+        async def stored(run_id: uuid.UUID) -> list[dict[str, Any]]:
+            async with maker() as session:
+                rows = (
+                    await session.scalars(
+                        select(ToolCall).where(ToolCall.run_id == run_id).order_by(ToolCall.name)
+                    )
+                ).all()
+            assert all(r.id is not None and r.created_at is not None for r in rows)
+            return [
+                {c: getattr(r, c) for c in COLUMNS if c not in ("run_id", "agent_id")} for r in rows
+            ]
+
+        by_fast, by_orm = await stored(fast_run), await stored(orm_run)
+        assert len(by_fast) == 2
+        assert by_fast == by_orm
+    finally:
+        await engine.dispose()
+
+
+async def test_audit_rows_go_with_journal_events_on_both_write_paths(
+    committing_settings: Settings,
+) -> None:
+    """An MCP session's audit rows ride the journal write of its events: through asyncpg
+    (Postgres the app owns) and through a session (other stores) alike."""
+    from app.agents.models import Agent
+    from app.chat.hub import RunHub
+    from app.chat.journal import JournalBatcher
+    from app.chat.models import Conversation, Run, RunEventRecord
+
+    engine = create_engine(committing_settings)
+    maker = create_sessionmaker(engine)
+    dsn = asyncpg_dsn(committing_settings.async_database_url)
+    try:
+        async with maker() as session:
+            agent = Agent(name=f"audited-{uuid.uuid4().hex[:8]}")
+            session.add(agent)
+            await session.flush()
+            runs = []
+            for _ in range(2):
+                conversation = Conversation(agent_id=agent.id, title="t")
+                session.add(conversation)
+                await session.flush()
+                run = Run(conversation_id=conversation.id, agent_id=agent.id, kind="mcp_session")
+                session.add(run)
+                await session.flush()
+                runs.append(run.id)
+            await session.commit()
+        for run_id, fast in zip(runs, (dsn, None), strict=True):
+            batcher = JournalBatcher(sessionmaker=maker, hub=RunHub(), dsn=fast)
+            rows = _rows(run_id)
+            await batcher.enqueue(run_id, 1, "tool_call", {"name": "mcp"}, None)
+            await batcher.enqueue(run_id, 2, "tool_result", {"ok": True}, None, rows)
+            await batcher.aclose()
+            if batcher._fast is not None:
+                await batcher._fast.aclose()
+        stored = []
+        for run_id in runs:
+            async with maker() as session:
+                kinds = (
+                    await session.scalars(
+                        select(RunEventRecord.kind).where(RunEventRecord.run_id == run_id)
+                    )
+                ).all()
+                calls = (
+                    await session.scalars(
+                        select(ToolCall).where(ToolCall.run_id == run_id).order_by(ToolCall.name)
+                    )
+                ).all()
+            assert sorted(kinds) == ["tool_call", "tool_result"]
+            skip = ("run_id", "agent_id")  # random per row
+            stored.append([{c: getattr(r, c) for c in COLUMNS if c not in skip} for r in calls])
+        assert len(stored[0]) == 2
+        assert stored[0] == stored[1]
+    finally:
+        await engine.dispose()
