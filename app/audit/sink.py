@@ -27,19 +27,28 @@ class ToolAuditBackend(Protocol):
     def record(self, row: ToolCall) -> None: ...
 
 
-_INSERT = """
+def insert_tool_calls_sql(first: int) -> str:
+    """`INSERT … SELECT … FROM unnest(…)` of tool-call rows, its 13 array parameters numbered
+    from `$first` in `tool_call_arrays`' order (alone here; a CTE of the journal's batch).
+
+    `ON CONFLICT`: a batch sent again after its connection dropped mid-answer is stored once.
+    """
+    types = ("uuid", "uuid", "uuid", "text", "uuid", "text", "text", "text", "text", "bool",
+             "text", "float8", "timestamptz")  # fmt: skip
+    arrays = ", ".join(f"${first + i}::{t}[]" for i, t in enumerate(types))
+    return f"""
 INSERT INTO tool_calls (id, run_id, api_key_id, "user", agent_id, kind, name, target,
                         arguments, ok, error, latency_ms, created_at)
 SELECT t.id, t.run_id, t.api_key_id, t.u, t.agent_id, t.kind, t.name, t.target,
        t.arguments::jsonb, t.ok, t.error, t.latency_ms, t.created_at
-FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::uuid[], $6::text[],
-            $7::text[], $8::text[], $9::text[], $10::bool[], $11::text[], $12::float8[],
-            $13::timestamptz[])
+FROM unnest({arrays})
      AS t(id, run_id, api_key_id, u, agent_id, kind, name, target, arguments, ok, error,
           latency_ms, created_at)
 ON CONFLICT (id) DO NOTHING
 """
-"""`ON CONFLICT`: a batch sent again after its connection dropped mid-answer is stored once."""
+
+
+_INSERT = insert_tool_calls_sql(1)
 
 
 def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:

@@ -34,7 +34,7 @@ from typing import Any
 import asyncpg
 
 from app.audit.models import ToolCall
-from app.audit.sink import tool_call_arrays
+from app.audit.sink import insert_tool_calls_sql, tool_call_arrays
 from app.db.base import utcnow
 from app.db.pgconn import DedicatedConnection
 
@@ -361,7 +361,7 @@ class Settle:
     """The conversation's new messages (`message_row` shape), appended after its last one."""
 
 
-_BATCH = """
+_BATCH = f"""
 WITH ev AS (
     INSERT INTO run_events (run_id, seq, kind, data, created_at)
     SELECT e.run_id, e.seq, e.kind, e.data::jsonb, $1
@@ -383,16 +383,7 @@ WITH ev AS (
          AS f(id, status, iterations, usage, error)
     WHERE runs.id = f.id
 ), tc AS (
-    INSERT INTO tool_calls (id, run_id, api_key_id, "user", agent_id, kind, name, target,
-                            arguments, ok, error, latency_ms, created_at)
-    SELECT t.id, t.run_id, t.api_key_id, t.u, t.agent_id, t.kind, t.name, t.target,
-           t.arguments::jsonb, t.ok, t.error, t.latency_ms, t.created_at
-    FROM unnest($21::uuid[], $22::uuid[], $23::uuid[], $24::text[], $25::uuid[], $26::text[],
-                $27::text[], $28::text[], $29::text[], $30::bool[], $31::text[], $32::float8[],
-                $33::timestamptz[])
-         AS t(id, run_id, api_key_id, u, agent_id, kind, name, target, arguments, ok, error,
-              latency_ms, created_at)
-    ON CONFLICT (id) DO NOTHING
+{insert_tool_calls_sql(21)}
 )
 SELECT pg_notify($19, n) FROM unnest($20::text[]) AS n
 """

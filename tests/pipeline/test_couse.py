@@ -19,7 +19,7 @@ from app.pipeline.assemble import assemble_toolset
 from app.pipeline.couse import CoUsePrior, CoUsePriors
 from app.pipeline.sources.backends import Backends
 from app.tools.base import CallContext, ToolResult
-from tests.fixtures.pipeline import make_action, make_agent, make_connector, make_settings
+from tests.fixtures.pipeline import make_agent, make_settings, work_connectors
 
 RUNS = [
     {"news", "stocks"},
@@ -70,26 +70,7 @@ TOP, COMPANION = "jira__search_issues", "weather__forecast"
 
 def _agent() -> Agent:
     agent = make_agent(
-        connectors=[
-            make_connector(
-                "jira",
-                [
-                    make_action("create_issue", description="Create a Jira issue."),
-                    make_action("get_issue", description="Get a Jira issue by key."),
-                    make_action("search_issues", description="Search Jira issues with JQL."),
-                ],
-            ),
-            make_connector(
-                "slack",
-                [
-                    make_action("post_message", description="Send a message to a Slack channel."),
-                    make_action("list_channels", description="List Slack channels."),
-                ],
-            ),
-            make_connector(
-                "weather", [make_action("forecast", description="Weather forecast for a city.")]
-            ),
-        ],
+        connectors=work_connectors(),
         config=LEGACY,
         tool_categories=["connector"],
     )

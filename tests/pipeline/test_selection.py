@@ -14,11 +14,10 @@ from app.pipeline.sources.backends import Backends
 from app.tools.base import ToolDef
 from tests.fixtures.pipeline import (
     ctx,
-    make_action,
     make_agent,
-    make_connector,
     make_settings,
     make_skill,
+    work_connectors,
 )
 
 LEGACY = {"connector_tool_mode": "legacy", "tool_selection_threshold": 5, "tool_selection_max": 3}
@@ -27,27 +26,7 @@ LONG = "Send a message to a Slack channel as the bot user, with optional thread 
 
 def _agent(config: dict[str, object] | None = None) -> Agent:
     return make_agent(
-        connectors=[
-            make_connector(
-                "jira",
-                [
-                    make_action("create_issue", description="Create a Jira issue."),
-                    make_action("get_issue", description="Get a Jira issue by key."),
-                    make_action("search_issues", description="Search Jira issues with JQL."),
-                ],
-            ),
-            make_connector(
-                "slack",
-                [
-                    make_action("post_message", description=LONG),
-                    make_action("list_channels", description="List Slack channels."),
-                ],
-            ),
-            make_connector(
-                "weather",
-                [make_action("forecast", description="Weather forecast for a city.")],
-            ),
-        ],
+        connectors=work_connectors(post_message=LONG),
         skills=[make_skill("triage", "Triage a bug.", "Steps.")],
         config={**LEGACY, **(config or {})},
         tool_categories=["connector", "skill"],
