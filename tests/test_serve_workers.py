@@ -13,19 +13,9 @@ import httpx
 import pytest
 
 from tests.fixtures.database import create_database, drop_database
-from tests.fixtures.served import ADMIN_TOKEN, clean_env, quiver_serve
+from tests.fixtures.served import ADMIN_TOKEN, INITIALIZE, clean_env, quiver_serve
 
 ROOT = Path(__file__).resolve().parents[1]
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
 
 
 @pytest.fixture

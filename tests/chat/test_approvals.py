@@ -29,8 +29,8 @@ from app.main import create_app
 from tests.chat.conftest import CreateAgent, unique
 from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.database import create_database, drop_database
-from tests.fixtures.live import SseEvent, SseReader, read_sse, serve_app
-from tests.fixtures.scripted_llm import ScriptedLLM, Turn
+from tests.fixtures.live import SseEvent, SseReader, of_kind, read_sse, serve_app
+from tests.fixtures.scripted_llm import ScriptedLLM, Turn, tool_observations
 
 REPO = Path(__file__).resolve().parents[2]
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -103,19 +103,6 @@ async def until(reader: SseReader, kind: str, seen: list[SseEvent]) -> SseEvent:
         seen.extend(batch)
         if batch[0].event == kind:
             return batch[0]
-
-
-def of_kind(events: list[SseEvent], kind: str) -> list[dict[str, Any]]:
-    return [e.data for e in events if e.event == kind]
-
-
-def observations(llm: ScriptedLLM, request_index: int) -> dict[str, str]:
-    """tool_call_id → the observation text the model received in that request."""
-    return {
-        m["tool_call_id"]: m["content"]
-        for m in llm.requests[request_index]["messages"]
-        if m["role"] == "tool"
-    }
 
 
 async def decide(
@@ -221,7 +208,8 @@ async def test_deny_with_reason_is_the_observation_and_a_failed_attempt(
     assert of_kind(seen, "approval_resolved")[0]["decision"] == "deny"
     assert of_kind(seen, "approval_resolved")[0]["reason"] == "too risky"
     assert HITS == []
-    assert observations(scripted_llm, 1)["d1"].startswith("Error: Denied by a person: too risky")
+    denied = tool_observations(scripted_llm, 1)["d1"]
+    assert denied.startswith("Error: Denied by a person: too risky")
     limit = of_kind(seen, "step_limit_reached")
     assert [s["step_id"] for s in limit] == [f"connector:{name}/delete_all"]
 
@@ -366,7 +354,7 @@ async def test_an_unanswered_approval_times_out(
         events = await read_sse(resp)
     asked = of_kind(events, "approval_requested")[0]
     assert of_kind(events, "approval_resolved")[0]["decision"] == "timeout"
-    assert observations(scripted_llm, 1)["t1"] == "Error: Approval timed out after 1 s"
+    assert tool_observations(scripted_llm, 1)["t1"] == "Error: Approval timed out after 1 s"
     assert HITS == []
     late = await decide(live, events[0].data["run_id"], asked["approval_id"], "approve")
     assert late.status_code == 409, late.text
@@ -429,7 +417,7 @@ async def test_two_approvals_in_one_turn_decided_in_reverse_order(
 
     assert [r["call_id"] for r in of_kind(seen, "tool_result")] == ["c", "b", "a"]
     assert [h["path"] for h in HITS] == ["/free", "/second"]
-    obs = observations(scripted_llm, 1)
+    obs = tool_observations(scripted_llm, 1)
     assert obs["a"] == "Error: Denied by a person: not this one"
     assert obs["b"].startswith("HTTP 200 OK")
 

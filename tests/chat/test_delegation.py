@@ -18,8 +18,8 @@ from starlette.routing import Route
 
 from tests.chat.conftest import CreateAgent, unique
 from tests.chat.test_tenancy import KeyClient, _tool_calls, assert_not_found, key_client
-from tests.fixtures.live import SseEvent, SseReader, read_sse, serve_app
-from tests.fixtures.scripted_llm import ScriptedLLM, Turn
+from tests.fixtures.live import SseEvent, SseReader, of_kind, read_sse, serve_app
+from tests.fixtures.scripted_llm import ScriptedLLM, Turn, tool_observations
 
 __all__ = ["key_client"]  # the fixture, shared with the tenancy tests
 
@@ -104,18 +104,6 @@ def delegate(call_id: str, agent: str, task: str, usage: tuple[int, int] = (10, 
     return Turn(tool_calls=[(call_id, "call_agent", {"agent": agent, "task": task})], usage=usage)
 
 
-def of_kind(events: list[SseEvent], kind: str) -> list[dict[str, Any]]:
-    return [e.data for e in events if e.event == kind]
-
-
-def tool_messages(llm: ScriptedLLM, index: int) -> dict[str, str]:
-    return {
-        m["tool_call_id"]: m["content"]
-        for m in llm.requests[index]["messages"]
-        if m["role"] == "tool"
-    }
-
-
 async def run_chat(client: httpx.AsyncClient, agent_id: str, message: str = "go") -> list[SseEvent]:
     async with client.stream(
         "POST", "/api/v1/chat", json={"agent_id": agent_id, "message": message}
@@ -183,12 +171,12 @@ async def test_the_hub_sees_only_the_delegates_final_answer(
         f"- {child['name']}: Forecasts the weather for a city."
         in (hub_tools["call_agent"]["function"]["description"])
     )
-    assert tool_messages(scripted_llm, 3) == {"p1": "Oslo: 3 degrees and snow"}
+    assert tool_observations(scripted_llm, 3) == {"p1": "Oslo: 3 degrees and snow"}
     for index in (0, 3):
         seen_by_hub = json.dumps(scripted_llm.requests[index])
         assert "CHILD-SECRET-PROMPT" not in seen_by_hub
         assert UPSTREAM_MARKER not in seen_by_hub
-        assert "c1" not in tool_messages(scripted_llm, index)
+        assert "c1" not in tool_observations(scripted_llm, index)
     # The delegate's model: its own prompt, the task as the user's message, its own tools.
     child_request = scripted_llm.requests[1]
     assert child_request["messages"][0]["content"].startswith(CHILD_PROMPT)
@@ -196,7 +184,7 @@ async def test_the_hub_sees_only_the_delegates_final_answer(
     child_tools = [t["function"]["name"] for t in child_request["tools"]]
     assert "connector" in child_tools
     assert "call_agent" not in child_tools
-    assert UPSTREAM_MARKER in tool_messages(scripted_llm, 2)["c1"]
+    assert UPSTREAM_MARKER in tool_observations(scripted_llm, 2)["c1"]
     assert HITS == [{"path": "/forecast", "query": {"city": "Oslo"}}]
 
     # The child run: journaled on its own, replayable, linked to its parent.
@@ -257,10 +245,10 @@ async def test_cycles_and_depth_are_refused_as_tool_errors(
     assert of_kind(events, "message") == [{"content": "a is done"}]
     assert of_kind(events, "tool_result")[0]["output"] == "b relays c"
 
-    cycle = tool_messages(scripted_llm, 2)["b1"]
+    cycle = tool_observations(scripted_llm, 2)["b1"]
     assert cycle.startswith("Error: Delegation refused:")
     assert "cycle" in cycle
-    deep = tool_messages(scripted_llm, 5)["d1"]
+    deep = tool_observations(scripted_llm, 5)["d1"]
     assert deep.startswith("Error: Delegation refused: the depth limit (3)")
     # Three child runs (b, c, d), each a child of the one before.
     child_b = of_kind(events, "delegation_started")[0]["child_run_id"]

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from app.kit.tokens import count_tokens
 from tests.chat.conftest import CreateAgent, unique
-from tests.fixtures.live import SseEvent, read_sse, serve_app
+from tests.fixtures.live import SseEvent, of_kind, read_sse, serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 
 DOC_TEXT = "Deployment guide: run make deploy, then check the dashboard."
@@ -92,10 +92,6 @@ async def replay(live: httpx.AsyncClient, run_id: str) -> list[SseEvent]:
     async with live.stream("GET", f"/api/v1/runs/{run_id}/events") as resp:
         assert resp.status_code == 200
         return await read_sse(resp)
-
-
-def of_kind(events: list[SseEvent], kind: str) -> list[dict[str, Any]]:
-    return [e.data for e in events if e.event == kind]
 
 
 def results_by_call(events: list[SseEvent]) -> dict[str, dict[str, Any]]:

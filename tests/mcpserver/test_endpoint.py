@@ -22,6 +22,7 @@ from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.connectors.server_app import LocalServer
 from tests.fixtures.live import SseReader, read_sse, serve_app
+from tests.fixtures.served import INITIALIZE
 from tests.mcp.servers import TIME_SERVER
 
 
@@ -282,16 +283,6 @@ async def test_request_tools_loads_tools_and_notifies_the_client(
         assert changed == ["notifications/tools/list_changed"]
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
