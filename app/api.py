@@ -32,8 +32,11 @@ ADMIN_ROUTERS = (
 )
 
 
+API_PREFIX = "/api/v1"
+
+
 def build_api_router() -> APIRouter:
-    api = APIRouter(prefix="/api/v1")
+    api = APIRouter(prefix=API_PREFIX)
     # First: routes are matched in order, and POST /chat is the hot path (no path of the
     # admin routers overlaps the chat router's).
     api.include_router(chat_router, dependencies=[ChatKey])

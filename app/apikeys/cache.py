@@ -70,5 +70,22 @@ class ApiKeyCache:
             await ApiKeyRepository(session).touch(entry.key.id, moment)
         return entry.key
 
+    def cached(self, key: str) -> ApiKey | None:
+        """The key when `authenticate` would answer it from this cache without a query or a
+        write (fresh entry, use recorded less than a minute ago); None: ask `authenticate`."""
+        entry = self._items.get(hash_key(key))
+        if (
+            entry is None
+            or entry.version != changes.version()
+            or time.monotonic() - entry.loaded_at >= self._max_age_s
+            or not changes.trusted()
+            or entry.touched is None
+        ):
+            return None
+        moment = utcnow()
+        if moment - entry.touched.replace(tzinfo=moment.tzinfo) > TOUCH_EVERY:
+            return None
+        return entry.key
+
     def clear(self) -> None:
         self._items.clear()

@@ -9,6 +9,7 @@ continue in the next request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -51,6 +52,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _DELTA_FLUSH_S = 0.03
 _DELTA_FLUSH_CHARS = 256
+FIRST_OUT_WAIT_S = 1.0
 
 
 class CancelWatch:
@@ -128,6 +130,11 @@ class RunDeps:
     stored_first: bool = False
     """Wait for `stored` before the first model call too: in a burst of starts the writes (and
     so every run's first event) go first, the model calls after."""
+    first_out: asyncio.Event | None = None
+    """With `stored_first`: set once the run's first event was sent to the client that started
+    it; the first model call waits for that too (at most `FIRST_OUT_WAIT_S`). In a burst the
+    model calls' streaming would otherwise share the event loop with the first events still
+    to be sent (README, "Side by side")."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,6 +174,16 @@ class ReactRun:
             await self._guard(asyncio.shield(stored))
         except Exception:
             raise RunCancelled from None  # not stored: `RunManager.start` stops this run
+
+    async def _first_out(self) -> None:
+        """Wait until the run's first event was sent (see `RunDeps.first_out`); a stream that
+        never starts (its client went away) holds the model call for `FIRST_OUT_WAIT_S`."""
+        first, self.deps.first_out = self.deps.first_out, None
+        if first is None or first.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FIRST_OUT_WAIT_S):
+                await self._guard(first.wait())
 
     async def _guard(self, awaitable: Awaitable[T]) -> T:
         """Await `awaitable` in this task unless the run is cancelled first (see `CancelWatch`)."""
@@ -367,6 +384,7 @@ class ReactRun:
             completion: Completion | None = None
             if self.deps.stored_first:
                 await self._run_stored()
+                await self._first_out()
             async for item in self._model_turn(tools, messages, config):
                 if isinstance(item, Completion):
                     completion = item

@@ -388,6 +388,32 @@ WITH ev AS (
 SELECT pg_notify($19, n) FROM unnest($20::text[]) AS n
 """
 
+_EVENTS = """
+WITH ev AS (
+    INSERT INTO run_events (run_id, seq, kind, data, created_at)
+    SELECT e.run_id, e.seq, e.kind, e.data::jsonb, $1
+    FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[]) AS e(run_id, seq, kind, data)
+)
+SELECT pg_notify($6, n) FROM unnest($7::text[]) AS n
+"""
+"""A batch of events only (no run ends, no audit rows; most batches: model deltas): `_BATCH`
+without its empty parts, half its time on the server (~0.4 vs ~0.75 ms for one event)."""
+
+
+def events_args(
+    events: Sequence[tuple[uuid.UUID, int, str, dict[str, Any]]], channel: str
+) -> tuple[Any, ...]:
+    runs = list(dict.fromkeys(e[0] for e in events)) if channel else []
+    return (
+        utcnow(),
+        [e[0] for e in events],
+        [e[1] for e in events],
+        [e[2] for e in events],
+        [json.dumps(e[3], separators=(",", ":")) for e in events],
+        channel,
+        [str(r) for r in runs],
+    )
+
 
 def batch_args(
     events: Sequence[tuple[uuid.UUID, int, str, dict[str, Any]]],
@@ -443,6 +469,9 @@ class JournalConnection:
     ) -> None:
         """One batch in one statement: events, final states, audit rows that go with them,
         one `NOTIFY` per run."""
+        if not settles and not audit:
+            await self._conn.execute(_EVENTS, *events_args(events, channel))
+            return
         await self._conn.execute(_BATCH, *batch_args(events, settles, channel, audit))
 
     async def aclose(self) -> None:

@@ -1,16 +1,20 @@
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
+from fastapi.routing import APIRoute
 
 from app.chat.deps import RunHubDep, RunManagerDep
+from app.chat.runner import ActiveRun, Published
 from app.chat.schemas import CancelResult, ChatRequest, ConversationRead
 from app.chat.service import get_conversation
 from app.chat.streams import ensure_run, live_stream, replay_stream
+from app.config import Settings
 from app.db.session import SessionDep, SessionmakerDep
 from app.errors import Invalid
 from app.kit.state import SettingsDep
@@ -43,11 +47,12 @@ def parse_last_event_id(value: str) -> int:
 
 
 router = APIRouter(tags=["chat"], dependencies=[Depends(_release_auth_connection)])
+CHAT_PATH = "/chat"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @router.post(
-    "/chat",
+    CHAT_PATH,
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}}, 404: {}, 409: {}, 429: {}, 503: {}},
 )
@@ -60,6 +65,18 @@ async def chat(
     a key's `rate_limit_per_minute` answers 429 with `Retry-After` when exceeded.
     """
     active, queue = await runs.start(body, principal.with_user(body.user))
+    return run_stream(active, queue, settings)
+
+
+def chat_route() -> APIRoute:
+    """The `POST /chat` route (what routing puts in `scope["route"]`)."""
+    return next(r for r in router.routes if isinstance(r, APIRoute) and r.endpoint is chat)
+
+
+def run_stream(
+    active: ActiveRun, queue: asyncio.Queue[Published], settings: Settings
+) -> StreamingResponse:
+    """The response of `POST /chat`: the started run's live SSE stream."""
     headers = {
         **SSE_HEADERS,
         "X-Run-Id": str(active.run_id),

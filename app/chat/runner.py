@@ -62,6 +62,9 @@ class ActiveRun:
     subscribers: list[asyncio.Queue[Published]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     journal_failed: bool = False
+    first_out: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the live stream that started the run has sent its first event (or ended
+    without it): in a burst of starts the run's first model call waits for it."""
 
     def subscribe(self) -> asyncio.Queue[Published]:
         queue: asyncio.Queue[Published] = asyncio.Queue()
@@ -547,8 +550,11 @@ class RunManager:
                     terminal = event  # written after the conversation is persisted
                 elif start is not None and stored is not None:
                     # Alone, the run's model call goes out while it is stored; in a burst, the
-                    # starts' writes go first (each run's first event waits for its own).
-                    deps.stored_first = self._starts().pending > 0
+                    # starts' writes and first events go first: a run's model call waits until
+                    # its own first event is stored and sent.
+                    if self._starts().pending > 0:
+                        deps.stored_first = True
+                        deps.first_out = active.first_out
                     seq, clean, data = journal.first(event)
                     write = self._store_start(start, stored, (event.kind, data))
                     outbox.put_nowait((seq, clean, write))

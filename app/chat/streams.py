@@ -37,9 +37,11 @@ async def live_stream(
                 return  # the final event could not be stored; a replay picks it up later
             seq, event = item
             yield event_frame(seq, event)
+            active.first_out.set()
             if event.kind in TERMINAL_KINDS:
                 return
     finally:
+        active.first_out.set()
         active.unsubscribe(queue)
 
 

@@ -80,7 +80,8 @@ class Principal:
         return row
 
 
-def _user_header(value: str | None) -> str | None:
+def user_header(value: str | None) -> str | None:
+    """The `X-Quiver-User` header's value: stripped, None when empty; 422 when too long."""
     if value is None:
         return None
     value = value.strip()
@@ -101,7 +102,7 @@ async def current_principal(
         ),
     ] = None,
 ) -> Principal:
-    return Principal.of(key, _user_header(x_quiver_user))
+    return Principal.of(key, user_header(x_quiver_user))
 
 
 PrincipalDep = Annotated[Principal, Depends(current_principal)]

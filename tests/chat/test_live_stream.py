@@ -20,12 +20,15 @@ async def test_pings_while_idle_then_sends_queued_events_and_ends_at_the_last() 
     assert await anext(stream) == PING
     assert await anext(stream) == PING
     assert time.perf_counter() - started >= 0.1
+    assert not active.first_out.is_set()  # a ping is not the first event
     delta = ModelDelta(text="hello")
     finished = RunFinished(status="completed", iterations=1, usage={}, elapsed_ms=1.0)
     active.publish((1, delta))
     active.publish((2, delta))  # already queued: sent without waiting
     assert await anext(stream) == event_frame(1, delta)
+    assert not active.first_out.is_set()  # handed out, not sent yet
     assert await anext(stream) == event_frame(2, delta)
+    assert active.first_out.is_set()  # sent: the next frame was asked for
     later = asyncio.get_running_loop().call_later(0.01, active.publish, (3, finished))
     assert await anext(stream) == event_frame(3, finished)
     assert [frame async for frame in stream] == []
@@ -38,3 +41,4 @@ async def test_ends_without_a_frame_when_the_final_event_was_not_stored() -> Non
     queue = active.subscribe()
     active.publish(None)
     assert [frame async for frame in live_stream(active, queue, ping_s=5)] == []
+    assert active.first_out.is_set()  # a run waiting for its first event to be sent goes on
