@@ -48,11 +48,7 @@ async def refresh_tools(id: uuid.UUID, session: SessionDep, pool: McpPoolDep) ->
 
 @router.post("/{id}/call", response_model=ToolCallResult, responses=ERROR_RESPONSES)
 async def call_tool(
-    id: uuid.UUID,
-    body: McpCallRequest,
-    session: SessionDep,
-    pool: McpPoolDep,
-    servers: McpServersDep,
+    id: uuid.UUID, body: McpCallRequest, pool: McpPoolDep, servers: McpServersDep
 ) -> Any:
     """Call one tool with the model's guards; answer the text the model would see."""
-    return await mcp_server_service.test_call(session, id, body, pool, servers)
+    return await mcp_server_service.test_call(id, body, pool, servers)
