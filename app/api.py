@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import FastAPI
 
 from app.agents.router import router as agents_router
 from app.apikeys.auth import AdminKey, ChatKey
@@ -19,6 +19,8 @@ from app.knowledge.router import router as knowledge_router
 from app.mcp.router import router as mcp_router
 from app.skills.router import router as skills_router
 
+API_PREFIX = "/api/v1"
+
 ADMIN_ROUTERS = (
     agents_router,
     agent_preview_router,
@@ -32,17 +34,15 @@ ADMIN_ROUTERS = (
 )
 
 
-API_PREFIX = "/api/v1"
-
-
-def build_api_router() -> APIRouter:
-    api = APIRouter(prefix=API_PREFIX)
+def include_api_routers(app: FastAPI) -> None:
+    """Each domain router straight on the app under `API_PREFIX`, not through one `/api/v1`
+    router: a nested router is matched again at every level, so a request to the fifth admin
+    router walked every route before it twice (README "MCP call overhead")."""
     # First: routes are matched in order, and POST /chat is the hot path (no path of the
     # admin routers overlaps the chat router's).
-    api.include_router(chat_router, dependencies=[ChatKey])
+    app.include_router(chat_router, prefix=API_PREFIX, dependencies=[ChatKey])
     for router in ADMIN_ROUTERS:
-        api.include_router(router, dependencies=[AdminKey])
-    api.include_router(operator_router, dependencies=[ChatKey])
-    api.include_router(audit_router, dependencies=[ChatKey])
-    api.include_router(approvals_router, dependencies=[ChatKey])
-    return api
+        app.include_router(router, prefix=API_PREFIX, dependencies=[AdminKey])
+    app.include_router(operator_router, prefix=API_PREFIX, dependencies=[ChatKey])
+    app.include_router(audit_router, prefix=API_PREFIX, dependencies=[ChatKey])
+    app.include_router(approvals_router, prefix=API_PREFIX, dependencies=[ChatKey])

@@ -13,7 +13,7 @@ from fastapi import FastAPI, Response
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.api import API_PREFIX, build_api_router
+from app.api import API_PREFIX, include_api_routers
 from app.apikeys.service import api_key_service
 from app.chat.fast_route import ChatFastPath
 from app.chat.router import CHAT_PATH, chat_route
@@ -123,7 +123,7 @@ def create_app(
     # MCP streamable HTTP; not part of the OpenAPI schema. First among the routes: a call is
     # routed at once instead of after every API route has been tried.
     app.mount("/mcp", mcp_endpoint)
-    app.include_router(build_api_router())
+    include_api_routers(app)
     install_docs(app)
     install_console(app)
 

@@ -123,7 +123,7 @@ class Runtime:
             runs=runs,
             agents=agents,
             keys=ApiKeyCache(),
-            mcp_servers=RowCache(McpServer),
+            mcp_servers=RowCache(McpServer, sessionmaker),
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime

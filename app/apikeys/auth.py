@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.apikeys.cache import ApiKeyCache
 from app.apikeys.models import ApiKey
@@ -23,13 +23,28 @@ def _bearer(request: Request) -> str:
     return token.strip()
 
 
-async def _authenticate(request: Request, session: SessionDep) -> ApiKey:
+async def _lookup(request: Request, token: str) -> ApiKey | None:
+    """The key behind `token`: from the cache when no storage is needed, else in a session of
+    its own (committed: the use it records stands whatever the route does next)."""
     runtime = getattr(request.app.state, "runtime", None)
     cache: ApiKeyCache | None = getattr(runtime, "keys", None)
-    if cache is not None:
-        key = await cache.authenticate(session, _bearer(request))
-    else:
-        key = await api_key_service.authenticate(session, _bearer(request))
+    if cache is not None and (key := cache.cached(token)) is not None:
+        return key
+    maker: async_sessionmaker[AsyncSession] = request.app.state.sessionmaker
+    async with maker() as session:
+        if cache is not None:
+            key = await cache.authenticate(session, token)
+        else:
+            key = await api_key_service.authenticate(session, token)
+        if session.in_transaction():
+            await session.commit()
+    return key
+
+
+async def _authenticate(request: Request) -> ApiKey:
+    """Without the request's session (`SessionDep`): a route served from the in-process caches
+    then opens none (README "MCP call overhead")."""
+    key = await _lookup(request, _bearer(request))
     if key is None:
         raise Unauthorized("invalid or revoked API key")
     request.state.api_key_id = str(key.id)
@@ -55,7 +70,7 @@ async def _authenticate_chat(request: Request, session: SessionDep) -> ApiKey:
         if key is not None:
             request.state.api_key_id = str(key.id)
             return key
-    return await _authenticate(request, session)
+    return await _authenticate(request)
 
 
 async def require_chat(key: Annotated[ApiKey, Depends(_authenticate_chat)]) -> ApiKey:

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db import changes
 from app.db.base import Base
@@ -31,15 +31,24 @@ class _Entry(Generic[M]):
 
 
 class RowCache(Generic[M]):
-    def __init__(self, model: type[M], *, max_age_s: float = 60.0, size: int = 1024) -> None:
+    def __init__(
+        self,
+        model: type[M],
+        sessionmaker: async_sessionmaker[AsyncSession],
+        *,
+        max_age_s: float = 60.0,
+        size: int = 1024,
+    ) -> None:
         changes.watch(model)
         self._model = model
+        self._sessionmaker = sessionmaker
         self._max_age_s = max_age_s
         self._size = size
         self._items: OrderedDict[uuid.UUID, _Entry[M]] = OrderedDict()
 
-    async def get(self, session: AsyncSession, id: uuid.UUID) -> M | None:
-        """The row (None: no such row), read through `session` unless a fresh one is held."""
+    async def get(self, id: uuid.UUID) -> M | None:
+        """The row (None: no such row): a fresh one held, else read in a session of its own (a
+        hit opens none)."""
         entry = self._items.get(id)
         if (
             entry is not None
@@ -49,11 +58,12 @@ class RowCache(Generic[M]):
         ):
             return entry.row
         version = changes.version()  # seen before loading: a write meanwhile makes it stale
-        row = await session.get(self._model, id)
-        if row is None:
-            self._items.pop(id, None)
-            return None
-        session.expunge(row)  # shared with later requests: never flushed from here
+        async with self._sessionmaker() as session:
+            row = await session.get(self._model, id)
+            if row is None:
+                self._items.pop(id, None)
+                return None
+            session.expunge(row)  # shared with later requests: never flushed from here
         if changes.trusted():
             self._items[id] = _Entry(version, time.monotonic(), row)
             self._items.move_to_end(id)

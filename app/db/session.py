@@ -19,16 +19,27 @@ async def get_sessionmaker(request: Request) -> async_sessionmaker[AsyncSession]
     return _sessionmaker(request)
 
 
+def _idle(session: AsyncSession) -> bool:
+    """Nothing to release: no transaction (so no connection) and no object held or pending."""
+    return not session.in_transaction() and not session.identity_map and not session.new
+
+
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
-    async with _sessionmaker(request)() as session:
-        try:
-            yield session
-        except Exception:
-            await session.rollback()
-            raise
-        else:
-            if session.in_transaction():  # a request that read nothing has nothing to commit
-                await session.commit()
+    """A session opens no connection until first used; one never used (a request served from
+    the in-process caches) is dropped without `close()`, a greenlet round trip that would
+    release nothing (README "MCP call overhead")."""
+    session = _sessionmaker(request)()
+    try:
+        yield session
+    except Exception:
+        await session.rollback()
+        raise
+    else:
+        if session.in_transaction():  # a request that read nothing has nothing to commit
+            await session.commit()
+    finally:
+        if not _idle(session):
+            await session.close()
 
 
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]

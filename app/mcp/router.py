@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from app.db.row_cache import RowCache
 from app.db.session import SessionDep
@@ -48,11 +48,10 @@ async def refresh_tools(id: uuid.UUID, session: SessionDep, pool: McpPoolDep) ->
 
 @router.post("/{id}/call", response_model=ToolCallResult, responses=ERROR_RESPONSES)
 async def call_tool(
-    id: uuid.UUID,
-    body: McpCallRequest,
-    session: SessionDep,
-    pool: McpPoolDep,
-    servers: McpServersDep,
+    id: uuid.UUID, body: McpCallRequest, pool: McpPoolDep, servers: McpServersDep
 ) -> Any:
     """Call one tool with the model's guards; answer the text the model would see."""
-    return await mcp_server_service.test_call(session, id, body, pool, servers)
+    result = await mcp_server_service.test_call(id, body, pool, servers)
+    # Serialised here in one pass: the result is a `ToolCallResult` already, which FastAPI
+    # would validate again before encoding it (`response_model` stays for the OpenAPI schema).
+    return Response(result.model_dump_json(), media_type="application/json")

@@ -52,15 +52,14 @@ class McpServerService(CrudService[McpServer]):
 
     async def test_call(
         self,
-        session: AsyncSession,
         id: uuid.UUID,
         data: McpCallRequest,
         pool: McpPool,
         servers: RowCache[McpServer],
     ) -> ToolCallResult:
         """Call one tool as the model's `mcp call` would: arguments checked against its schema.
-        The server's row comes from `servers` (a warm call reads nothing from the store)."""
-        server = await servers.get(session, id)
+        The server's row comes from `servers` (a warm call opens no session)."""
+        server = await servers.get(id)
         if server is None:
             raise NotFound(f"{self.label} {str(id)!r} not found")
         known = {t.get("name"): t for t in server.tools_cache or []}

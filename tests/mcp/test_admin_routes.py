@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -171,3 +173,55 @@ async def test_the_call_route_never_serves_a_deleted_server(
     gone = await stdio_client.post(call, json=body)
     assert gone.status_code == 404
     assert "not found" in gone.text
+
+
+class _CountingSessionmaker(async_sessionmaker[AsyncSession]):
+    """The tests' sessionmaker, counting the sessions it hands out."""
+
+    opened = 0
+
+    def __call__(self, **local_kw: Any) -> AsyncSession:
+        self.opened += 1
+        return super().__call__(**local_kw)
+
+
+async def test_a_warm_call_opens_no_database_session(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+) -> None:
+    """Key and server row from the in-process caches: no session per call (README "MCP call
+    overhead"); an unknown id still reads the store and answers 404."""
+    counting = _CountingSessionmaker(**sessionmaker.kw)
+    app = create_app(
+        settings.model_copy(update={"mcp_stdio_commands": [TIME_SERVER]}), sessionmaker=counting
+    )
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://quiver.test",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=60,
+        ) as client,
+    ):
+        created = await client.post(
+            "/api/v1/mcp-servers",
+            json={"name": "clock", "transport": "stdio", "command": TIME_SERVER},
+        )
+        server_id = created.json()["id"]
+        (await client.post(f"/api/v1/mcp-servers/{server_id}/refresh")).raise_for_status()
+        call = f"/api/v1/mcp-servers/{server_id}/call"
+        body = {"tool": "get_current_time", "arguments": {"timezone": "UTC"}}
+        assert (await client.post(call, json=body)).json()["ok"] is True  # loads the row
+        before = counting.opened
+        for _ in range(3):
+            answer = await client.post(call, json=body)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["ok"] is True, answer.text
+        bad = (await client.post(call, json={"tool": "get_current_time", "arguments": {}})).json()
+        assert bad["ok"] is False
+        assert "timezone" in bad["error"]
+        assert counting.opened == before
+
+        unknown = await client.post(f"/api/v1/mcp-servers/{uuid.uuid4()}/call", json=body)
+        assert unknown.status_code == 404
+        assert counting.opened == before + 1
