@@ -47,7 +47,6 @@ async def _authenticate(request: Request) -> ApiKey:
     key = await _lookup(request, _bearer(request))
     if key is None:
         raise Unauthorized("invalid or revoked API key")
-    request.state.api_key_id = str(key.id)
     return key
 
 
@@ -68,7 +67,6 @@ async def _authenticate_chat(request: Request, session: SessionDep) -> ApiKey:
     if "authorization" not in request.headers and fallback is not None:
         key = await fallback(request, session)
         if key is not None:
-            request.state.api_key_id = str(key.id)
             return key
     return await _authenticate(request)
 

@@ -22,9 +22,10 @@ from app.tenancy.principal import PrincipalDep
 
 
 async def _release_auth_connection(session: SessionDep) -> None:
-    """End the API-key lookup's transaction so its pooled connection goes back now.
+    """End the console session lookup's transaction so its pooled connection goes back now.
 
-    Runs after the router-level auth dependency (same cached session). Without it every chat
+    Runs after the router-level auth dependency, which shares the request's session only for
+    the console's session check (a bearer key is looked up without it). Without it every chat
     request keeps one connection for the whole handler while the run opens its own session:
     at pool-size concurrent requests they all wait on each other until the pool times out
     (found by `bench.load`: 50 concurrent runs, all HTTP 500 after 30 s).
