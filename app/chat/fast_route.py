@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.apikeys.cache import ApiKeyCache
 from app.chat.router import run_stream
@@ -28,6 +28,7 @@ from app.chat.runner import RunManager
 from app.chat.schemas import ChatRequest
 from app.config import Settings
 from app.errors import QuiverError, error_body
+from app.kit.request_guard import replay_body
 from app.tenancy.principal import Principal, user_header
 
 _CHAT_SCOPES = frozenset({"admin", "chat"})
@@ -74,7 +75,7 @@ class ChatFastPath:
         state = scope["app"].state
         started = self._request(scope, body, getattr(state, "runtime", None))
         if started is None:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         req, principal, runs = started
         scope["route"] = self.route
@@ -115,16 +116,3 @@ class ChatFastPath:
             return None
         runs: RunManager = runtime.runs
         return req, principal, runs
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay

@@ -114,7 +114,7 @@ class RequestGuard:
         if detail is not None:
             await self._refuse(Invalid(detail), scope, receive, send)
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay_body(body, receive), send)
 
     def _limit(self, scope: Scope) -> tuple[int, str]:
         """Document imports (`…/import`) have their own, larger limit."""
@@ -132,14 +132,16 @@ def _too_large(limit: int, variable: str) -> PayloadTooLarge:
     return PayloadTooLarge(f"request body is larger than {limit} bytes ({variable})")
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive, *, more_body: bool = False) -> Receive:
+    """A `receive` that hands out `body` (already read by a middleware) first, then defers to
+    `receive` (the rest of the body when `more_body`, or the disconnect)."""
     sent = False
 
     async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": more_body}
         return await receive()
 
     return replay

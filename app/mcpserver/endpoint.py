@@ -43,6 +43,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.agents.repository import AgentRepository
 from app.errors import QuiverError, error_body
+from app.kit.request_guard import replay_body
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.sessions import Caller, McpSession, McpSessions, parse_session_id
 from app.runtime import Runtime
@@ -180,16 +181,7 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Receive]:
         size += len(chunk)
         more = message.get("more_body", False)
     body = b"".join(chunks)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": more}
-        return await receive()
-
-    return body, replay
+    return body, replay_body(body, receive, more_body=more)
 
 
 def _initialize_params(body: bytes) -> dict[str, Any] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,10 +17,11 @@ from tests.conftest import ADMIN_TOKEN
 from tests.mcp.servers import TIME_SERVER
 
 
-@pytest.fixture
-async def stdio_client(
+@contextlib.asynccontextmanager
+async def admin_client(
     settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
 ) -> AsyncIterator[httpx.AsyncClient]:
+    """An in-process app allowed to start `mcp-server-time`, and an admin client of it."""
     allowed = settings.model_copy(update={"mcp_stdio_commands": [TIME_SERVER]})
     app = create_app(allowed, sessionmaker=sessionmaker)
     async with (
@@ -31,6 +33,14 @@ async def stdio_client(
             timeout=60,
         ) as client,
     ):
+        yield client
+
+
+@pytest.fixture
+async def stdio_client(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession]
+) -> AsyncIterator[httpx.AsyncClient]:
+    async with admin_client(settings, sessionmaker) as client:
         yield client
 
 
@@ -191,18 +201,7 @@ async def test_a_warm_call_opens_no_database_session(
     """Key and server row from the in-process caches: no session per call (README "MCP call
     overhead"); an unknown id still reads the store and answers 404."""
     counting = _CountingSessionmaker(**sessionmaker.kw)
-    app = create_app(
-        settings.model_copy(update={"mcp_stdio_commands": [TIME_SERVER]}), sessionmaker=counting
-    )
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://quiver.test",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=60,
-        ) as client,
-    ):
+    async with admin_client(settings, counting) as client:
         created = await client.post(
             "/api/v1/mcp-servers",
             json={"name": "clock", "transport": "stdio", "command": TIME_SERVER},
