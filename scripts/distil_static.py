@@ -93,6 +93,25 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
 
 
+def _attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int, bias: np.ndarray | None = None
+) -> np.ndarray:
+    """Multi-head scaled dot-product self-attention over (n, length, dim) projections (no
+    padding inside a batch); `bias`, if given, is added to every (heads, length, length) score."""
+    n, length, dim = q.shape
+    head = dim // heads
+
+    def split(t: np.ndarray) -> np.ndarray:
+        return t.reshape(n, length, heads, head).transpose(0, 2, 1, 3)
+
+    att = split(q) @ split(k).transpose(0, 1, 3, 2) / math.sqrt(head)
+    if bias is not None:
+        att = att + bias[None]
+    att = np.exp(att - att.max(-1, keepdims=True))
+    att /= att.sum(-1, keepdims=True)
+    return (att @ split(v)).transpose(0, 2, 1, 3).reshape(n, length, dim)
+
+
 class Bert:
     """BERT encoder forward pass in numpy (inference only, no padding inside a batch)."""
 
@@ -101,28 +120,25 @@ class Bert:
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         w = self.w
-        n, length = ids.shape
+        length = ids.shape[1]
         x = (
             w["embeddings.word_embeddings.weight"][ids]
             + w["embeddings.position_embeddings.weight"][:length][None]
             + w["embeddings.token_type_embeddings.weight"][0][None, None]
         )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        dim = x.shape[-1]
-        head = dim // HEADS
         for i in range(LAYERS):
             p = f"encoder.layer.{i}."
 
             def lin(t: np.ndarray, name: str, p: str = p) -> np.ndarray:
                 return t @ w[p + name + ".weight"].T + w[p + name + ".bias"]
 
-            q = lin(x, "attention.self.query").reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
-            k = lin(x, "attention.self.key").reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
-            v = lin(x, "attention.self.value").reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
-            att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head)
-            att = np.exp(att - att.max(-1, keepdims=True))
-            att /= att.sum(-1, keepdims=True)
-            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, dim)
+            ctx = _attention(
+                lin(x, "attention.self.query"),
+                lin(x, "attention.self.key"),
+                lin(x, "attention.self.value"),
+                HEADS,
+            )
             x = _layer_norm(
                 x + lin(ctx, "attention.output.dense"),
                 w[p + "attention.output.LayerNorm.weight"],
@@ -175,14 +191,12 @@ class MPNet:
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         w = self.w
-        n, length = ids.shape
+        length = ids.shape[1]
         x = (
             w["embeddings.word_embeddings.weight"][ids]
             + w["embeddings.position_embeddings.weight"][2 : 2 + length][None]
         )
         x = self._norm(x, "embeddings.LayerNorm")
-        dim = x.shape[-1]
-        head = dim // HEADS
         # (heads, length, length)
         bias = w["encoder.relative_attention_bias.weight"][self._buckets(length)].transpose(2, 0, 1)
         for i in range(self.layers):
@@ -191,13 +205,13 @@ class MPNet:
             def lin(t: np.ndarray, name: str, p: str = p) -> np.ndarray:
                 return t @ w[p + name + ".weight"].T + w[p + name + ".bias"]
 
-            q = lin(x, "attention.attn.q").reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
-            k = lin(x, "attention.attn.k").reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
-            v = lin(x, "attention.attn.v").reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
-            att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head) + bias[None]
-            att = np.exp(att - att.max(-1, keepdims=True))
-            att /= att.sum(-1, keepdims=True)
-            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, dim)
+            ctx = _attention(
+                lin(x, "attention.attn.q"),
+                lin(x, "attention.attn.k"),
+                lin(x, "attention.attn.v"),
+                HEADS,
+                bias,
+            )
             x = self._norm(x + lin(ctx, "attention.attn.o"), p + "attention.LayerNorm")
             hidden = _gelu(lin(x, "intermediate.dense"))
             x = self._norm(x + lin(hidden, "output.dense"), p + "output.LayerNorm")
@@ -343,22 +357,13 @@ class E5Encoder:
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         f = self.f
         n, length = ids.shape
-        head = f.dim // f.heads
         word = f.q4("emb.word", f.dim, ids.ravel()).reshape(n, length, f.dim)
         x = word + self.pos[:length][None] + self.type0[None, None]
         x = self._norm(x, f.floats("emb.ln.w"), f.floats("emb.ln.b"))
         for w in self.w:
-
-            def heads(t: np.ndarray) -> np.ndarray:
-                return t.reshape(n, length, f.heads, head).transpose(0, 2, 1, 3)
-
-            q = heads(x @ w["q.w"] + w["q.b"])
-            k = heads(x @ w["k.w"] + w["k.b"])
-            v = heads(x @ w["v.w"] + w["v.b"])
-            att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(head)
-            att = np.exp(att - att.max(-1, keepdims=True))
-            att /= att.sum(-1, keepdims=True)
-            ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, length, f.dim)
+            ctx = _attention(
+                x @ w["q.w"] + w["q.b"], x @ w["k.w"] + w["k.b"], x @ w["v.w"] + w["v.b"], f.heads
+            )
             x = self._norm(x + ctx @ w["ao.w"] + w["ao.b"], w["aln.w"], w["aln.b"])
             hidden = _gelu(x @ w["fi.w"] + w["fi.b"])
             x = self._norm(x + hidden @ w["fo.w"] + w["fo.b"], w["oln.w"], w["oln.b"])

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator
-from typing import Any
 
 import httpx
 import pytest
@@ -15,32 +13,16 @@ from app.chat import loop
 from app.chat.loop import ReactRun, RunDeps, RunInput, RunResult
 from app.events import RunStarted
 from app.llm.client import LlmClient
-from app.llm.types import ChatMessage, Completion, TextDelta
 from app.pipeline.mode import run_config
 from app.pipeline.sources.backends import Backends
 from tests.fixtures.catalog import full_agent
 from tests.fixtures.pipeline import make_settings
+from tests.fixtures.scripted_llm import ScriptedLLM
 
 
-class ClockedLlm(LlmClient):
-    """Answers every call with one word and notes when each call went out."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            base_url="http://127.0.0.1:9/v1",
-            api_key="k",
-            model="m",
-            timeout_s=5,
-            max_retries=0,
-        )
-        self.calls: list[float] = []
-
-    async def stream_chat(  # type: ignore[override]
-        self, *args: Any, **kwargs: Any
-    ) -> AsyncGenerator[TextDelta | Completion, None]:
-        self.calls.append(time.perf_counter())
-        yield TextDelta(text="done")
-        yield Completion(message=ChatMessage(role="assistant", content="done"))
+def model_client(llm: ScriptedLLM) -> LlmClient:
+    """A real client of the scripted OpenAI-compatible server (it records every request)."""
+    return LlmClient(base_url=llm.base_url, api_key="k", model="m", timeout_s=5, max_retries=0)
 
 
 def burst_run(client: LlmClient, backends: Backends, first_out: asyncio.Event) -> ReactRun:
@@ -60,30 +42,38 @@ def burst_run(client: LlmClient, backends: Backends, first_out: asyncio.Event) -
 
 
 async def test_the_model_call_waits_until_the_first_event_is_sent(
-    backends: Backends, pipeline_http: httpx.AsyncClient
+    backends: Backends,
+    pipeline_http: httpx.AsyncClient,
+    scripted_llm: ScriptedLLM,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    client, first_out = ClockedLlm(), asyncio.Event()
-    events = burst_run(client, backends, first_out).events(run_config(None, make_settings()))
-    assert isinstance(await anext(events), RunStarted)
-    delta = asyncio.ensure_future(anext(events))
-    await asyncio.sleep(0.05)
-    assert client.calls == []  # held while the first event is not sent
-    first_out.set()
-    await delta
-    assert len(client.calls) == 1
-    items = [item async for item in events]
+    monkeypatch.setattr(loop, "FIRST_OUT_WAIT_S", 30.0)  # the bound is the other test's
+    first_out = asyncio.Event()
+    async with model_client(scripted_llm) as client:
+        events = burst_run(client, backends, first_out).events(run_config(None, make_settings()))
+        assert isinstance(await anext(events), RunStarted)
+        delta = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.5)  # without the hold, the request reaches the server in < 0.5 s
+        assert scripted_llm.requests == []  # held while the first event is not sent
+        first_out.set()
+        await delta
+        assert len(scripted_llm.requests) == 1
+        items = [item async for item in events]
     assert isinstance(items[-1], RunResult)
     assert items[-1].status == "completed"
 
 
 async def test_a_first_event_never_sent_holds_the_model_call_for_a_bounded_time(
-    backends: Backends, pipeline_http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    backends: Backends,
+    pipeline_http: httpx.AsyncClient,
+    scripted_llm: ScriptedLLM,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(loop, "FIRST_OUT_WAIT_S", 0.1)
-    client = ClockedLlm()
     started = time.perf_counter()
-    run = burst_run(client, backends, asyncio.Event())
-    items = [item async for item in run.events(run_config(None, make_settings()))]
+    async with model_client(scripted_llm) as client:
+        run = burst_run(client, backends, asyncio.Event())
+        items = [item async for item in run.events(run_config(None, make_settings()))]
     assert items[-1].status == "completed"
-    assert len(client.calls) == 1
-    assert client.calls[0] - started >= 0.1
+    assert len(scripted_llm.requests) == 1
+    assert time.perf_counter() - started >= 0.1
