@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install pg clean
+.PHONY: run test lint bench docs docs-serve install pg clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,5 +32,12 @@ lint: $(STAMP)
 bench: $(STAMP) pg
 	$(BIN)/python -m bench
 
+# The manual (docs/) as a static site in site/; --strict fails on a broken link or an unlisted page.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
+
 clean:
-	rm -rf $(VENV) .quiver .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .quiver .pytest_cache .mypy_cache .ruff_cache site

@@ -37,7 +37,7 @@ ADMIN_ROUTERS = (
 def include_api_routers(app: FastAPI) -> None:
     """Each domain router straight on the app under `API_PREFIX`, not through one `/api/v1`
     router: a nested router is matched again at every level, so a request to the fifth admin
-    router walked every route before it twice (README "MCP call overhead")."""
+    router walked every route before it twice (docs/benchmarks.md, "MCP call overhead")."""
     # First: routes are matched in order, and POST /chat is the hot path (no path of the
     # admin routers overlaps the chat router's).
     app.include_router(chat_router, prefix=API_PREFIX, dependencies=[ChatKey])

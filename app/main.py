@@ -69,7 +69,7 @@ def create_app(
     `freeze_gc` (`quiver serve`): once started, move every object alive then (modules, the
     runtime: ~240k objects) out of the cyclic collector's reach (`gc.freeze`). A full
     collection walked them all, ~90 ms with the event loop stopped, and a burst of requests
-    triggers one (README, "Side by side"). They live as long as the process anyway.
+    triggers one (docs/benchmarks.md, "Side by side"). They live as long as the process anyway.
     """
 
     @asynccontextmanager

@@ -21,6 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from bench.charts import write_charts
 from bench.common import print_table
 from bench.summary import summary_rows
 
@@ -194,6 +195,8 @@ def main() -> None:
     print_table(rows, ["metric", "value", "target", "status"])
     misses = sum(1 for r in rows if r[3] in ("miss", "ERROR"))
     print(f"\n{misses} miss/error row(s); results in {args.results}")
+    for chart in write_charts(Path(args.results)):
+        print(f"chart: {chart.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

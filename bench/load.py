@@ -220,6 +220,7 @@ async def soak(
             concurrency=concurrency,
             duration_s=seconds,
             database=gw.database,
+            rss_samples_mib=[[round(t, 1), round(rss / 2**20, 1)] for t, _, rss in samples],
             **rss_growth(samples, seconds),
         )
         return out

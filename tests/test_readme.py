@@ -1,8 +1,9 @@
-"""The README's curl examples run as written against a live `quiver serve`.
+"""The documentation's curl examples run as written against a live `quiver serve`.
 
-The fenced bash blocks are taken from README.md as they are; only the server address is changed
-(a free port instead of 8000). `curl` fails on any 4xx/5xx here, so a step the README shows but the
-gateway refuses fails the test. The server runs like `make run`: SQLite, .venv/bin not on PATH.
+The fenced bash blocks are taken as they are from the README's tour and from the manual's Admin API
+and Chat pages (`docs/guide/`); only the server address is changed (a free port instead of 8000).
+`curl` fails on any 4xx/5xx here, so a step the documentation shows but the gateway refuses fails
+the test. The server runs like `make run`: SQLite, .venv/bin not on PATH.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ curl() { command curl --fail-with-body --show-error --max-time 60 "$@"; echo; }
 """
 
 
-def bash_blocks(section: str) -> list[str]:
-    """The ```bash blocks of one `## section` of the README."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"\n## {section}\n")
-    end = text.find("\n## ", start + 1)
-    body = text[start : end if end > 0 else None]
+def bash_blocks(page: str, section: str | None = None) -> list[str]:
+    """The ```bash blocks of a Markdown page (path from the root), or of one `## section`."""
+    body = (ROOT / page).read_text()
+    if section is not None:
+        start = body.index(f"\n## {section}\n")
+        end = body.find("\n## ", start + 1)
+        body = body[start : end if end > 0 else None]
     return re.findall(r"```bash\n(.*?)```", body, flags=re.S)
 
 
@@ -105,8 +107,8 @@ def run_block(block: str, base_url: str, cwd: Path, **env: str) -> subprocess.Co
 def test_the_admin_and_chat_examples_run_as_written(
     sales_db: str, llm_url: str, tmp_path: Path
 ) -> None:
-    [admin] = bash_blocks("Admin API")
-    [chat] = bash_blocks("Chat over SSE")
+    [admin] = bash_blocks("docs/guide/admin-api.md")
+    [chat] = bash_blocks("docs/guide/chat.md")
     assert "curl" in admin
     assert "curl" in chat
     server_env = clean_env(
@@ -151,3 +153,30 @@ def test_the_admin_and_chat_examples_run_as_written(
     assert [m["role"] for m in conversation["messages"]][-2:] == ["user", "assistant"]
     refreshed = [b for b in bodies if b.get("name") == "time" and b.get("tools")]
     assert "get_current_time" in {t["name"] for t in refreshed[0]["tools"]}
+
+
+@pytest.mark.timeout(300)
+def test_the_readme_tour_runs_as_written(llm_url: str, tmp_path: Path) -> None:
+    """The README's tour: GitHub's description imported, an agent, its preview, a chat."""
+    [tour] = bash_blocks("README.md", "A five-minute tour")
+    server_env = clean_env(
+        QUIVER_DATABASE_URL=f"sqlite:///{tmp_path / 'quiver.db'}",
+        QUIVER_DATA_DIR=str(tmp_path),
+        QUIVER_LLM_BASE_URL=llm_url,
+        PATH="/usr/bin:/bin",
+    )
+    command = [sys.executable, "-m", "app.cli", "serve"]
+    with quiver_serve(command, env=server_env, cwd=tmp_path) as served:
+        done = run_block(tour, served.base_url, ROOT, QUIVER_ADMIN_TOKEN=ADMIN_TOKEN)
+        log = served.output()
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n--- server ---\n{log}"
+    bodies = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    connector, preview = bodies[0], bodies[1]
+    assert connector["name"] == "github"
+    assert connector["action_count"] > 1000
+    assert "connector" in preview["tools"]
+    assert preview["tokens"] * 50 < preview["all_legacy"], "the saving the README describes"
+    assert preview["saved_ratio"] > 0.98
+    assert "event: run_started" in done.stdout
+    assert "PR #12 renamed the config loader." in done.stdout
+    assert "event: run_finished" in done.stdout

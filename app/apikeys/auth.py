@@ -43,7 +43,7 @@ async def _lookup(request: Request, token: str) -> ApiKey | None:
 
 async def _authenticate(request: Request) -> ApiKey:
     """Without the request's session (`SessionDep`): a route served from the in-process caches
-    then opens none (README "MCP call overhead")."""
+    then opens none (docs/benchmarks.md, "MCP call overhead")."""
     key = await _lookup(request, _bearer(request))
     if key is None:
         raise Unauthorized("invalid or revoked API key")

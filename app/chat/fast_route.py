@@ -2,9 +2,9 @@
 
 In a burst of chat starts every request's routing, dependency resolution and body validation
 queue on one event loop before its run starts: ~1.3 ms of CPU per request through FastAPI,
-most of it the machinery (README, "Side by side"). `ChatFastPath` answers the common request
-itself, with the route's own parts and outcome (`app/chat/router.py`): a JSON body that
-validates as `ChatRequest`, a bearer key the key cache answers without a query or a write
+most of it the machinery (docs/benchmarks.md, "Side by side"). `ChatFastPath` answers the
+common request itself, with the route's own parts and outcome (`app/chat/router.py`): a JSON
+body that validates as `ChatRequest`, a bearer key the key cache answers without a query or a write
 (`ApiKeyCache.cached`) with scope `chat` or `admin`, a valid `X-Quiver-User`. Everything else
 (no key, a key not cached or due for its use record, another content type, a body or header
 that does not validate, the console's session) goes on to the route unchanged, which answers it

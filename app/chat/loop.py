@@ -134,7 +134,7 @@ class RunDeps:
     """With `stored_first`: set once the run's first event was sent to the client that started
     it; the first model call waits for that too (at most `FIRST_OUT_WAIT_S`). In a burst the
     model calls' streaming would otherwise share the event loop with the first events still
-    to be sent (README, "Side by side")."""
+    to be sent (docs/benchmarks.md, "Side by side")."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,7 @@ def _idle(session: AsyncSession) -> bool:
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     """A session opens no connection until first used; one never used (a request served from
     the in-process caches) is dropped without `close()`, a greenlet round trip that would
-    release nothing (README "MCP call overhead")."""
+    release nothing (docs/benchmarks.md, "MCP call overhead")."""
     session = _sessionmaker(request)()
     try:
         yield session
