@@ -123,6 +123,19 @@ class Settings(BaseSettings):
     """The same limit for document imports (`…/import`): real API descriptions such as GitHub's
     (13 MB) are larger than an ordinary request."""
 
+    # --- tracing (OpenTelemetry's own variable names; docs/operations.md) ---
+    otel_exporter_otlp_endpoint: str = Field("", validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    otel_exporter_otlp_traces_endpoint: str = Field(
+        "", validation_alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    )
+    otel_traces_exporter: str = Field("", validation_alias="OTEL_TRACES_EXPORTER")
+    """`none` turns tracing off even with an endpoint set (as in the SDK)."""
+    otel_service_name: str = Field("quiver", validation_alias="OTEL_SERVICE_NAME")
+    otel_capture_message_content: bool = Field(
+        False, validation_alias="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+    )
+    """Message text, tool arguments and results in spans (redacted); off by default."""
+
     @field_validator("secret_keys", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
@@ -185,6 +198,12 @@ class Settings(BaseSettings):
         return self.async_database_url.startswith("sqlite")
 
     @property
+    def tracing_enabled(self) -> bool:
+        """Traces are exported when an OTLP endpoint is set (unless `OTEL_TRACES_EXPORTER=none`)."""
+        endpoint = self.otel_exporter_otlp_traces_endpoint or self.otel_exporter_otlp_endpoint
+        return bool(endpoint) and self.otel_traces_exporter.strip().lower() != "none"
+
+    @property
     def llm_configured(self) -> bool:
         return bool(self.llm_base_url)
 
@@ -222,4 +241,6 @@ def _env_name(field: str) -> str:
     seed = _SEED_NAMES.get(bare.lower(), bare if bare in _SEED_NAMES.values() else None)
     if seed:
         return f"{seed} (or QUIVER_{seed})"
+    if bare.startswith("OTEL_"):  # OpenTelemetry's own names, read as they are
+        return bare
     return f"QUIVER_{bare}"

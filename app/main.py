@@ -24,6 +24,7 @@ from app.kit.openapi import install_docs
 from app.kit.request_guard import RequestGuard
 from app.kit.tokens import count_tokens
 from app.mcpserver.endpoint import McpEndpoint
+from app.ops import tracing
 from app.ops.metrics import Metrics, install_http_middleware
 from app.runtime import Runtime
 from app.security.auth import BearerPrecheck
@@ -75,6 +76,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_from_settings(settings)
+        tracing.configure(settings)
         engine = create_engine(settings)
         app.state.engine = engine
         app.state.sessionmaker = sessionmaker or create_sessionmaker(engine)
@@ -96,6 +98,7 @@ def create_app(
         finally:
             await runtime.aclose()
             await engine.dispose()
+            tracing.shutdown()
 
     app = FastAPI(
         title="Quiver",
@@ -104,6 +107,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        telemetry={"exclude": tracing.untraced_path},  # request spans when tracing is on
     )
     app.state.settings = settings
     metrics = Metrics()

@@ -39,6 +39,7 @@ from app.events import (
 )
 from app.llm.client import LlmClient, LlmError
 from app.llm.types import ChatMessage, Completion, TextDelta, Usage
+from app.ops import tracing
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.mode import RunConfig
 from app.pipeline.sources.backends import Backends
@@ -265,6 +266,10 @@ class ReactRun:
         self, tools: list[dict[str, Any]], messages: list[ChatMessage], config: RunConfig
     ) -> AsyncIterator[ModelDelta | Completion]:
         """Stream one model call, coalescing deltas into readable chunks."""
+        model = self.inp.agent.model or self.deps.settings.llm_model
+        span = tracing.start_model_span(model, lambda: [m.to_openai() for m in messages])
+        completion: Completion | None = None
+        failure: BaseException | None = None
         stream = self.deps.llm.stream_chat(
             messages,
             tools=tools or None,
@@ -284,12 +289,18 @@ class ReactRun:
                 else:
                     if pending:
                         yield ModelDelta(text=pending)
+                    completion = item
                     yield item
                     return
+        except BaseException as exc:
+            failure = exc
+            raise
         finally:
             closer = getattr(stream, "aclose", None)
             if closer is not None:
                 await closer()
+            if span is not None:
+                _end_model_span(span, completion, failure)
 
     async def _guarded(self, stream: AsyncIterator[T]) -> AsyncIterator[T]:
         guard = self._watch.guard
@@ -420,3 +431,18 @@ class ReactRun:
                     if self.deps.cancel.is_set():
                         raise RunCancelled
         yield self._finished("max_iterations")
+
+
+def _end_model_span(
+    span: tracing.ModelSpan, completion: Completion | None, failure: BaseException | None
+) -> None:
+    usage = completion.usage if completion is not None else Usage()
+    tracing.end_model_span(
+        span,
+        response_model=completion.model if completion is not None else None,
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        finish_reason=completion.finish_reason if completion is not None else None,
+        output=completion.message.to_openai() if completion is not None else None,
+        error=failure if completion is None else None,
+    )

@@ -41,6 +41,7 @@ from app.errors import Conflict, Invalid, NotFound, Unavailable
 from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed, event_payload
 from app.llm.client import LlmClient
 from app.llm.types import ChatMessage, Role, ToolCallRequest, Usage
+from app.ops import tracing
 from app.pipeline.mode import run_config
 from app.pipeline.sources.backends import Backends
 from app.security.redact import redact_text
@@ -515,6 +516,20 @@ class RunManager:
         start: NewRun | None = None,
         stored: asyncio.Future[None] | None = None,
     ) -> None:
+        """The run in its `invoke_agent` span (a child of the request's or the delegating tool
+        call's span: the task was created in that context)."""
+        with tracing.run_span(inp.agent.name, inp.run_id, inp.conversation_id):
+            await self._run(active, inp, keep_messages=keep_messages, start=start, stored=stored)
+
+    async def _run(
+        self,
+        active: ActiveRun,
+        inp: RunInput,
+        *,
+        keep_messages: bool,
+        start: NewRun | None,
+        stored: asyncio.Future[None] | None,
+    ) -> None:
         """`start`: the run is not stored yet. The run stores it with its first event
         (`run_started`, once the toolset is assembled) and settles `stored` when that write
         is done; its model call goes out meanwhile, its later events wait for `stored`."""
@@ -581,6 +596,10 @@ class RunManager:
                     code="internal_error", message="the run ended without a final event"
                 )
             )
+        tracing.end_run(
+            result.status if terminal.kind == "run_finished" else "failed",
+            terminal.error.code if isinstance(terminal, RunFailed) else None,
+        )
         try:
             try:
                 active.publish(

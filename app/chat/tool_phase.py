@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from app.events import (
     ToolsLoaded,
 )
 from app.llm.types import ChatMessage, ToolCallRequest
+from app.ops import tracing
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.progress import ProgressTracker, Stop, step_id_for
 from app.security.redact import redact, redact_text
@@ -172,10 +174,22 @@ class ToolPhase:
                 f"Step '{step}' was skipped for the rest of this run: {self.skipped[step]}"
             )
         else:
-            result = await self._gated(call, args or {}, step, emit)
+            with self._span(call, step, args):
+                result = await self._gated(call, args or {}, step, emit)
+                tracing.end_tool(result.ok, result.error, result.output)
         elapsed_ms = (time.perf_counter() - start) * 1000
         self._audit(call, args, step, result, elapsed_ms)
         return index, result, elapsed_ms
+
+    def _span(
+        self, call: ToolCallRequest, step: str, args: dict[str, Any] | None
+    ) -> AbstractContextManager[None]:
+        """The call's `execute_tool` span (docs/operations.md), current while it runs."""
+        if not tracing.enabled():
+            return contextlib.nullcontext()
+        tool = self.toolset.full_tools().get(call.name)
+        kind = tool.kind if tool is not None else "unknown"
+        return tracing.tool_span(call.name, call.id, kind=kind, source=step, arguments=args)
 
     def _audit(
         self,

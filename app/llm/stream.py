@@ -32,6 +32,7 @@ class StreamAssembler:
     calls: dict[int, _CallParts] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
+    model: str | None = None
 
     def feed(self, chunk: object) -> str:
         """Merge one decoded chunk; return the text it carried ("" when none)."""
@@ -41,6 +42,8 @@ class StreamAssembler:
             raise ChunkError(_error_message(chunk["error"]), upstream=True)
         if chunk.get("usage"):
             self.usage = Usage.from_openai(chunk["usage"])
+        if self.model is None and isinstance(chunk.get("model"), str):
+            self.model = chunk["model"]
         choices = chunk.get("choices") or []
         if not isinstance(choices, list):
             raise ChunkError("'choices' is not a list")
@@ -86,7 +89,7 @@ class StreamAssembler:
                 raise ChunkError(f"tool call {call.id!r} arrived without a function name")
         message = ChatMessage.assistant("".join(self.text) or None, calls or None)
         reason = self.finish_reason or ("tool_calls" if calls else "stop")
-        return Completion(message=message, usage=self.usage, finish_reason=reason)
+        return Completion(message=message, usage=self.usage, finish_reason=reason, model=self.model)
 
 
 def completion_from_json(body: object) -> Completion:
@@ -107,8 +110,12 @@ def completion_from_json(body: object) -> Completion:
         raise ChunkError(str(exc)) from exc
     calls = message.tool_calls or []
     reason = choices[0].get("finish_reason") or ("tool_calls" if calls else "stop")
+    model = body.get("model")
     return Completion(
-        message=message, usage=Usage.from_openai(body.get("usage")), finish_reason=str(reason)
+        message=message,
+        usage=Usage.from_openai(body.get("usage")),
+        finish_reason=str(reason),
+        model=model if isinstance(model, str) else None,
     )
 
 

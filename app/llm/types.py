@@ -185,6 +185,8 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     """`stop`, `tool_calls`, `length`, `content_filter`, ... as the provider said."""
+    model: str | None = None
+    """The model that answered, as the provider named it (`model` of its chunks or body)."""
 
     @property
     def tool_calls(self) -> list[ToolCallRequest]:
