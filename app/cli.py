@@ -42,9 +42,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         "log_config": None,
         "proxy_headers": True,
         "timeout_keep_alive": settings.keep_alive_s,
+        "timeout_graceful_shutdown": settings.drain_timeout_s,
     }
     if workers == 1:
-        uvicorn.run(create_app(settings, freeze_gc=True), **options)  # type: ignore[arg-type]
+        uvicorn.run(create_app(settings, freeze_gc=True, drain=True), **options)  # type: ignore[arg-type]
         return 0
     # Done once here, not racing in every worker: the key file and the seeded admin key.
     from app.security.crypto import configure_from_settings

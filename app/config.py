@@ -117,6 +117,10 @@ class Settings(BaseSettings):
     keep_alive_s: int = Field(75, ge=1, le=3600)
     """Idle keep-alive: above typical load-balancer idle timeouts (60 s), so a client never
     reuses a connection the server is closing at that moment."""
+    drain_timeout_s: float = Field(30.0, ge=0, le=3600)
+    """On SIGTERM: how long open requests and running runs get to finish before they are
+    cancelled (runs then end `cancelled`, journaled); keep it below the orchestrator's grace
+    period (Kubernetes: `terminationGracePeriodSeconds`)."""
     max_body_bytes: int = Field(10_000_000, ge=1024)
     """Request bodies above this answer 413 before they are parsed (chunked ones too)."""
     max_import_bytes: int = Field(64_000_000, ge=1024)

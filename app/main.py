@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import signal
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import FrameType
 
 from fastapi import FastAPI, Response
 from sqlalchemy import text
@@ -56,7 +59,21 @@ def app_from_env() -> FastAPI:
 
     settings = load_settings()
     configure_logging(settings.log_level)
-    return create_app(settings, freeze_gc=True)
+    return create_app(settings, freeze_gc=True, drain=True)
+
+
+def _drain_on_sigterm(runtime: Runtime) -> None:
+    """Chain a drain before the server's own SIGTERM handler (uvicorn's, installed before the
+    app starts): the process stops starting runs at once, then shuts down gracefully."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        runtime.runs.drain()
+        if callable(previous):
+            previous(signum, frame)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def create_app(
@@ -64,6 +81,7 @@ def create_app(
     *,
     sessionmaker: async_sessionmaker[AsyncSession] | None = None,
     freeze_gc: bool = False,
+    drain: bool = False,
 ) -> FastAPI:
     """Build the app. Tests may pass a `sessionmaker` bound to a transaction they roll back.
 
@@ -71,6 +89,9 @@ def create_app(
     runtime: ~240k objects) out of the cyclic collector's reach (`gc.freeze`). A full
     collection walked them all, ~90 ms with the event loop stopped, and a burst of requests
     triggers one (docs/benchmarks.md, "Side by side"). They live as long as the process anyway.
+
+    `drain` (`quiver serve`): SIGTERM first drains the process (`RunManager.drain`: readiness
+    turns false, no new run starts), then lets uvicorn shut down as usual (docs/operations.md).
     """
 
     @asynccontextmanager
@@ -93,6 +114,8 @@ def create_app(
             if freeze_gc:
                 gc.collect()
                 gc.freeze()
+            if drain:
+                _drain_on_sigterm(runtime)
             async with mcp_endpoint.running(runtime):
                 yield
         finally:
@@ -138,14 +161,17 @@ def create_app(
 
     @app.get("/readyz", tags=["ops"], response_model=None, responses={503: {}})
     async def readyz() -> Response | dict[str, str]:
-        """Readiness: storage answers."""
+        """Readiness: storage answers, and the process is not draining."""
+        from fastapi.responses import JSONResponse
+
+        runtime = getattr(app.state, "runtime", None)
+        if runtime is not None and runtime.runs.draining_since is not None:
+            return JSONResponse(error_body("Unavailable", "draining: shutting down"), 503)
         try:
             async with app.state.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except Exception as exc:  # readiness must answer, whatever broke
             logger.warning("readiness check failed: %s", type(exc).__name__)
-            from fastapi.responses import JSONResponse
-
             return JSONResponse(error_body("Unavailable", "storage is not reachable"), 503)
         return {"status": "ready"}
 

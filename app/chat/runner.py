@@ -175,6 +175,9 @@ class RunManager:
         closing it as lost."""
         self._heartbeat: asyncio.Task[None] | None = None
         self._beating_since: float | None = None
+        self.draining_since: float | None = None
+        """When this process began to drain (SIGTERM, `drain`): it starts no new run, and its
+        running runs get `QUIVER_DRAIN_TIMEOUT_S` to finish before they are cancelled."""
 
     def claim(self, run_id: uuid.UUID) -> None:
         """A run executed outside `start()` (an MCP session): not lost while it is claimed."""
@@ -413,6 +416,8 @@ class RunManager:
                 "chat is unavailable: no LLM is configured (set QUIVER_LLM_BASE_URL, and "
                 "QUIVER_LLM_API_KEY / QUIVER_LLM_MODEL as needed)"
             )
+        if self.draining_since is not None:
+            raise Unavailable("this gateway process is shutting down: send the request again")
         agent = await self.agents.get(req.agent_id)
         if agent is None or not principal.may_use(agent.id):
             raise self._gone(req)
@@ -705,8 +710,21 @@ class RunManager:
         self._cancel_local(run_id)
         return run
 
+    def drain(self) -> None:
+        """Stop starting runs here (readiness turns false); running ones may finish."""
+        if self.draining_since is None:
+            self.draining_since = time.monotonic()
+
     async def aclose(self) -> None:
-        """On shutdown: cancel what still runs and let each journal its end."""
+        """On shutdown: let running runs finish within what is left of the drain timeout,
+        then cancel what still runs and let each journal its end (`run_finished
+        {status: cancelled}`: replayable from any process, never lost)."""
+        self.drain()
+        assert self.draining_since is not None
+        left = self.settings.drain_timeout_s - (time.monotonic() - self.draining_since)
+        tasks = [a.task for a in self.active.values() if a.task is not None]
+        if tasks and left > 0:
+            await asyncio.wait(tasks, timeout=left)
         for active in list(self.active.values()):
             active.cancel.set()
         tasks = [a.task for a in self.active.values() if a.task is not None]
