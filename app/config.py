@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     # --- storage and secrets ---
     data_dir: Path = DEFAULT_DATA_DIR
     database_url: str = ""
+    database_direct_url: str = ""
+    """PostgreSQL itself when `database_url` goes through a transaction pooler (PgBouncer):
+    migrations and LISTEN/NOTIFY use it, and statement caches are off on pooled connections
+    (docs/operations.md, "Poolers")."""
     """Empty means the embedded default: a SQLite file under `data_dir`."""
     db_pool_size: int = Field(20, ge=1, le=500)
     """Postgres connections kept open per process (each live run writes its journal through it)."""
@@ -172,7 +176,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"key #{i + 1} is not a valid Fernet key") from exc
         return value
 
-    @field_validator("database_url")
+    @field_validator("database_url", "database_direct_url")
     @classmethod
     def _check_url(cls, value: str) -> str:
         allowed = ("postgresql", "postgres", "sqlite")
@@ -196,6 +200,29 @@ class Settings(BaseSettings):
         if base in ("postgresql", "postgres"):
             return f"postgresql+asyncpg:{rest}"
         return f"sqlite+aiosqlite:{rest}"
+
+    @property
+    def behind_pooler(self) -> bool:
+        """`database_url` is a transaction pooler: no prepared statement outlives its use."""
+        return bool(self.database_direct_url) and not self.is_sqlite
+
+    @property
+    def direct_dsn(self) -> str:
+        """The asyncpg DSN of PostgreSQL itself (the direct URL, else the database URL)."""
+        url = self.database_direct_url or self.database_url
+        scheme, rest = url.split(":", 1)
+        postgres = scheme.split("+", 1)[0] in ("postgresql", "postgres")
+        return f"postgresql:{rest}" if postgres else url
+
+    def direct(self) -> Settings:
+        """These settings with `database_url` pointing at PostgreSQL itself (migrations)."""
+        if not self.database_direct_url:
+            return self
+        copy = self.model_copy(
+            update={"database_url": self.database_direct_url, "database_direct_url": ""}
+        )
+        copy.__dict__.pop("async_database_url", None)  # derived from the URL: derive it again
+        return copy
 
     @property
     def is_sqlite(self) -> bool:

@@ -24,6 +24,7 @@ from app.connectors.execute import ConnectorExecutor
 from app.conventions.backend import ConventionRecall
 from app.databases.engines import EngineCache
 from app.databases.query import DatabaseExecutor
+from app.db.pgconn import PgTarget
 from app.db.row_cache import RowCache
 from app.knowledge.backend import KnowledgeSearch
 from app.llm.client import LlmClient
@@ -71,7 +72,11 @@ class Runtime:
         # Writes of the run path on connections of their own, when the app owns its store
         # (a test's sessionmaker bound to one rolled-back transaction keeps them in it).
         owned_postgres = background is None and not settings.is_sqlite
-        fast_dsn = asyncpg_dsn(settings.async_database_url) if owned_postgres else None
+        fast_dsn = (
+            PgTarget.of(asyncpg_dsn(settings.async_database_url), pooled=settings.behind_pooler)
+            if owned_postgres
+            else None
+        )
         audit = AuditSink(sessionmaker)
         tool_audit = ToolCallSink(sessionmaker, dsn=fast_dsn)
         connectors = ConnectorExecutor(http=http, settings=settings, audit=audit)

@@ -98,7 +98,7 @@ class RunHub:
         """Listen for other workers' writes (Postgres only; SQLite is single-process)."""
         if settings.is_sqlite:
             return
-        dsn = settings.async_database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        dsn = settings.direct_dsn  # LISTEN holds its connection: never a transaction pooler
         changes.set_deaf(self, True)  # until the listener is in place
         try:
             self._listener = await asyncpg.connect(dsn)

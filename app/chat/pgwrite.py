@@ -36,7 +36,7 @@ import asyncpg
 from app.audit.models import ToolCall
 from app.audit.sink import insert_tool_calls_sql, tool_call_arrays
 from app.db.base import utcnow
-from app.db.pgconn import DedicatedConnection
+from app.db.pgconn import DedicatedConnection, PgTarget
 
 
 def asyncpg_dsn(async_url: str) -> str:
@@ -193,7 +193,8 @@ class RunStarts:
     async def _get_pool(self) -> asyncpg.Pool:
         if self._pool is None:
             self._pool = await asyncpg.create_pool(
-                self._dsn,
+                str(self._dsn),
+                **(self._dsn.connect_options if isinstance(self._dsn, PgTarget) else {}),
                 min_size=0,
                 max_size=self._size,
                 max_inactive_connection_lifetime=60,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +24,8 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
         _enable_sqlite_foreign_keys(engine)
         _utc_sqlite_datetimes(engine)
         return engine
+    if settings.behind_pooler:
+        kwargs.setdefault("connect_args", pooled_connect_args())
     return create_async_engine(
         url,
         pool_pre_ping=True,
@@ -31,6 +34,17 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
         pool_timeout=settings.db_pool_timeout_s,
         **kwargs,
     )
+
+
+def pooled_connect_args() -> dict[str, Any]:
+    """asyncpg behind a transaction pooler (PgBouncer before 1.21 keeps no prepared statement
+    across transactions): no statement caches, and a unique name for each statement prepared
+    (SQLAlchemy's asyncpg dialect documents this)."""
+    return {
+        "statement_cache_size": 0,
+        "prepared_statement_cache_size": 0,
+        "prepared_statement_name_func": lambda: f"__asyncpg_{uuid.uuid4().hex}__",
+    }
 
 
 def _enable_sqlite_foreign_keys(engine: AsyncEngine) -> None:

@@ -19,7 +19,7 @@ MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
 def alembic_config(settings: Settings) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    cfg.attributes["settings"] = settings
+    cfg.attributes["settings"] = settings.direct()  # never through a transaction pooler
     return cfg
 
 

@@ -12,6 +12,28 @@ from typing import Any
 import asyncpg
 
 
+class PgTarget(str):
+    """An asyncpg DSN that knows whether it is a transaction pooler (`Settings.behind_pooler`):
+    then connections to it keep no statement cache (nothing prepared outlives its use)."""
+
+    pooled: bool = False
+
+    @classmethod
+    def of(cls, dsn: str, *, pooled: bool) -> PgTarget:
+        target = cls(dsn)
+        target.pooled = pooled
+        return target
+
+    @property
+    def connect_options(self) -> dict[str, Any]:
+        return {"statement_cache_size": 0} if self.pooled else {}
+
+
+async def connect(dsn: str) -> asyncpg.Connection:
+    options = dsn.connect_options if isinstance(dsn, PgTarget) else {}
+    return await asyncpg.connect(str(dsn), **options)
+
+
 class DedicatedConnection:
     def __init__(self, dsn: str) -> None:
         self._dsn = dsn
@@ -19,7 +41,7 @@ class DedicatedConnection:
 
     async def execute(self, query: str, *args: Any) -> None:
         if self._conn is None or self._conn.is_closed():
-            self._conn = await asyncpg.connect(self._dsn)
+            self._conn = await connect(self._dsn)
         try:
             await self._conn.execute(query, *args)
         except asyncpg.PostgresError:
