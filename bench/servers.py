@@ -126,6 +126,8 @@ class Gateway:
     base_url: str
     database: str
     """"postgres" or "sqlite"."""
+    database_url: str = ""
+    """The throwaway Postgres database's URL ("" on SQLite)."""
 
     def rss(self) -> int:
         return rss_bytes(self.proc.pid)
@@ -207,7 +209,7 @@ async def gateway(
         await _wait_http(f"{base}/healthz", proc, timeout_s=180 if workers > 1 else 60)
         if workers > 1:
             await _until_workers_beat(url, workers)
-        yield Gateway(proc=proc, base_url=base, database=database)
+        yield Gateway(proc=proc, base_url=base, database=database, database_url=url)
     finally:
         await asyncio.to_thread(_stop, proc, profile_to is not None)
         log.close()

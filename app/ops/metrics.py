@@ -14,6 +14,7 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
+    ProcessCollector,
     generate_latest,
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -49,6 +50,8 @@ class Metrics:
             ["kind", "ok"],
             registry=self.registry,
         )
+        # process_cpu_seconds_total, process_resident_memory_bytes, open fds (docs/operations.md)
+        ProcessCollector(registry=self.registry)
 
     def render(self) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
