@@ -22,10 +22,12 @@ from app.config import Settings
 from app.connectors.audit import AuditSink
 from app.connectors.execute import ConnectorExecutor
 from app.conventions.backend import ConventionRecall
+from app.convert.pool import ConversionPool
 from app.databases.engines import EngineCache
 from app.databases.query import DatabaseExecutor
 from app.db.row_cache import RowCache
 from app.knowledge.backend import KnowledgeSearch
+from app.knowledge.ingest import KnowledgeIngest
 from app.llm.client import LlmClient
 from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
@@ -54,6 +56,10 @@ class Runtime:
     keys: ApiKeyCache
     mcp_servers: RowCache[McpServer]
     """MCP server rows for the admin test call (`POST /mcp-servers/{id}/call`)."""
+    converter: ConversionPool
+    """Worker processes for HTML and documents (`http_fetch`, knowledge uploads)."""
+    knowledge: KnowledgeSearch
+    ingest: KnowledgeIngest
 
     @classmethod
     async def start(
@@ -79,6 +85,12 @@ class Runtime:
         databases = DatabaseExecutor(engines)
         mcp = McpPool(settings)
         delegator = Delegator()
+        converter = ConversionPool(
+            workers=settings.convert_workers,
+            timeout_s=settings.convert_timeout_s,
+            memory_bytes=settings.convert_memory_mb * 1024 * 1024,
+        )
+        knowledge = KnowledgeSearch(sessionmaker)
         backends = Backends(
             settings=settings,
             http=http,
@@ -87,8 +99,9 @@ class Runtime:
             mcp=mcp,
             conventions=ConventionRecall(sessionmaker),
             tool_audit=tool_audit,
-            knowledge=KnowledgeSearch(sessionmaker),
+            knowledge=knowledge,
             delegation=delegator,
+            converter=converter,
             couse=CoUsePriors(ToolHistory(sessionmaker)),
         )
         hub = RunHub(notify=not settings.is_sqlite)
@@ -124,6 +137,11 @@ class Runtime:
             agents=agents,
             keys=ApiKeyCache(),
             mcp_servers=RowCache(McpServer, sessionmaker),
+            converter=converter,
+            knowledge=knowledge,
+            ingest=KnowledgeIngest(
+                settings=settings, sessionmaker=sessionmaker, converter=converter, http=http
+            ),
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime
@@ -136,6 +154,7 @@ class Runtime:
 
     async def aclose(self) -> None:
         for closer in (
+            self.ingest.aclose,
             self.runs.aclose,
             self.mcp.aclose,
             self.connectors.aclose,
@@ -144,6 +163,7 @@ class Runtime:
             self.engines.aclose,
             self.hub.aclose,
             self.http.aclose,
+            self.converter.aclose,
             *([self.runs.llm.aclose] if self.runs.llm is not None else []),
         ):
             with contextlib.suppress(Exception):

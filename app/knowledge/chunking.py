@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.knowledge.documents import Format
+from app.convert.formats import Format
 
 MAX_CHUNK_CHARS = 1200
 """About 300 tokens: small enough to cite precisely, large enough to hold an answer."""
