@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ class Runtime:
     """Worker processes for HTML and documents (`http_fetch`, knowledge uploads)."""
     knowledge: KnowledgeSearch
     ingest: KnowledgeIngest
+    warming: asyncio.Task[None] | None = None
+    """The conversion workers starting in the background."""
 
     @classmethod
     async def start(
@@ -90,6 +93,7 @@ class Runtime:
             timeout_s=settings.convert_timeout_s,
             memory_bytes=settings.convert_memory_mb * 1024 * 1024,
         )
+        warming = asyncio.create_task(converter.warm())
         knowledge = KnowledgeSearch(sessionmaker)
         backends = Backends(
             settings=settings,
@@ -142,6 +146,7 @@ class Runtime:
             ingest=KnowledgeIngest(
                 settings=settings, sessionmaker=sessionmaker, converter=converter, http=http
             ),
+            warming=warming,
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime
@@ -153,6 +158,10 @@ class Runtime:
             await session.commit()
 
     async def aclose(self) -> None:
+        if self.warming is not None:
+            self.warming.cancel()
+            with contextlib.suppress(BaseException):
+                await self.warming
         for closer in (
             self.ingest.aclose,
             self.runs.aclose,

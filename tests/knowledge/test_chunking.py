@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.errors import Invalid
-from app.knowledge.chunking import chunk_document
 from app.convert.formats import decode, detect_format
 from app.convert.html import html_to_markdown
+from app.errors import Invalid
+from app.knowledge.chunking import chunk_document
 from tests.knowledge.test_router import DATA
 
 
