@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import accumulate
 
 from app.convert.formats import Format
 
@@ -42,16 +43,15 @@ class _Section:
     end: int
 
 
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    starts.extend(i + 1 for i, ch in enumerate(text) if ch == "\n")
-    return starts
+def _line_starts(lines: list[str]) -> list[int]:
+    """Where each line starts (linear, in C: a character loop took 2 s for 4 MB)."""
+    return list(accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
 
 
 def _sections(text: str, fmt: Format) -> list[_Section]:
     """Body spans between headings, each with the heading path above it."""
     lines = text.split("\n")
-    starts = _line_starts(text)
+    starts = _line_starts(lines)
     underline_levels: dict[str, int] = {}
     path: list[tuple[int, str]] = []
     sections: list[_Section] = []

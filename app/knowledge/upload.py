@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 
-from app.convert.formats import FORMATS, TEXT_FORMATS, Format, detect_format
+from app.convert.formats import FORMATS, TEXT_FORMATS, detect_format
 from app.errors import Invalid, PayloadTooLarge
 from app.knowledge.ingest import Upload
 from app.knowledge.schemas import DocumentCreate, DocumentImport

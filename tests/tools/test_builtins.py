@@ -10,11 +10,11 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from app.convert.html import html_to_page
 from app.pipeline.sources.builtins import builtin_toolset
 from app.security.egress import new_http_client
 from app.tools.base import ToolResult
 from app.tools.function import FunctionToolset
-from app.convert.html import html_to_page
 from tests.fixtures.live import serve_app
 from tests.fixtures.pipeline import Recorders, ctx, make_backends, make_settings
 
