@@ -19,7 +19,7 @@ class Prepared:
 
 def prepare(raw: bytes, fmt: Format) -> Prepared:
     text = convert(raw, fmt)
-    chunks = chunk_document(text, "text" if fmt == "text" else "markdown")
+    chunks = chunk_document(text, fmt)
     if not chunks:
         raise Invalid("file: the document has no text to search")
     return Prepared(text=text, chunks=chunks)

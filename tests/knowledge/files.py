@@ -164,6 +164,26 @@ def large_text(size: int, fact: str) -> bytes:
     return "".join(parts).encode()
 
 
+def large_pdf(size: int, fact: str) -> bytes:
+    """A PDF of about `size` bytes as scanners and cameras make them: a few pages of text
+    (the fact on the second) and one large photo-like image that carries the bytes."""
+    import os
+
+    from fpdf import FPDF
+    from PIL import Image
+
+    side = int((size / 3) ** 0.5)
+    noise = Image.frombytes("RGB", (side, side), os.urandom(side * side * 3))
+    document = FPDF()
+    for text in (topic("try", 1500), f"Harbour office\n\n{fact}", topic("with", 1500)):
+        document.add_page()
+        document.set_font("helvetica", size=10)
+        document.multi_cell(0, 5, _latin1(text))
+    document.add_page()
+    document.image(noise, x=10, y=10, w=180)
+    return bytes(document.output())
+
+
 def _csv(rows: list[list[str]]) -> bytes:
     out = io.StringIO()
     csv.writer(out).writerows(rows)
