@@ -132,6 +132,9 @@ def run() -> dict[str, Any]:
             "query CPU p50 ms",
         ],
     )
+    from bench import knowledge_formats
+
+    numbers["formats"] = knowledge_formats.run()
     return numbers
 
 
