@@ -3,8 +3,9 @@
 Headings: Markdown `#` lines (also what every converted format becomes: HTML, PDF pages,
 slides, sheets, DOCX heading styles) and, in text and Markdown documents, Markdown setext
 headings and reStructuredText-style underlines (`****`, `====`, `----`: levels in order of
-first use, as in the Python documentation's text). Nothing inside a fenced code block is a heading. A
-section longer than `max_chars` is cut at paragraph, then line, then word boundaries.
+first use, as in the Python documentation's text). Nothing inside a fenced code block is a
+heading. A section longer than `max_chars` is cut at paragraph, then line, then word
+boundaries.
 """
 
 from __future__ import annotations
