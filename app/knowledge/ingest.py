@@ -141,6 +141,8 @@ class KnowledgeIngest:
         replace: bool,
     ) -> tuple[KnowledgeDocument, bool]:
         """The page or file at `url`, stored like an upload with the URL as its source."""
+        if await KnowledgeBaseRepository(session).get(base_id) is None:  # before any fetch
+            raise NotFound(f"knowledge base {str(base_id)!r} not found")
         raw, found = await self.fetch(url, fmt)
         upload = Upload(
             name=name or self.url_name(url), raw=raw, format=found, replace=replace, source_url=url
