@@ -128,8 +128,19 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(10_000_000, ge=1024)
     """Request bodies above this answer 413 before they are parsed (chunked ones too)."""
     max_import_bytes: int = Field(64_000_000, ge=1024)
-    """The same limit for document imports (`…/import`): real API descriptions such as GitHub's
-    (13 MB) are larger than an ordinary request."""
+    """The same limit for document imports (`…/import`, knowledge documents): real API
+    descriptions such as GitHub's (13 MB) are larger than an ordinary request."""
+
+    # --- conversion of pages and documents (app/convert) ---
+    convert_workers: int = Field(2, ge=1, le=64)
+    """Worker processes that parse HTML and convert documents (never the event loop)."""
+    convert_timeout_s: float = Field(60.0, gt=0)
+    """A page or document not converted within this is stopped (its worker is killed)."""
+    convert_memory_mb: int = Field(2048, ge=256)
+    """Address-space limit of each conversion worker (a decompression bomb fails cleanly)."""
+    knowledge_async_bytes: int = Field(2_000_000, ge=1024)
+    """Knowledge documents larger than this answer 202 and are ingested in the background
+    (`status`: `pending`, then `ready` or `failed`)."""
 
     # --- tracing (OpenTelemetry's own variable names; docs/operations.md) ---
     otel_exporter_otlp_endpoint: str = Field("", validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from dataclasses import dataclass
@@ -22,11 +23,13 @@ from app.config import Settings
 from app.connectors.audit import AuditSink
 from app.connectors.execute import ConnectorExecutor
 from app.conventions.backend import ConventionRecall
+from app.convert.pool import ConversionPool
 from app.databases.engines import EngineCache
 from app.databases.query import DatabaseExecutor
 from app.db.pgconn import PgTarget
 from app.db.row_cache import RowCache
 from app.knowledge.backend import KnowledgeSearch
+from app.knowledge.ingest import KnowledgeIngest
 from app.llm.client import LlmClient
 from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
@@ -55,6 +58,12 @@ class Runtime:
     keys: ApiKeyCache
     mcp_servers: RowCache[McpServer]
     """MCP server rows for the admin test call (`POST /mcp-servers/{id}/call`)."""
+    converter: ConversionPool
+    """Worker processes for HTML and documents (`http_fetch`, knowledge uploads)."""
+    knowledge: KnowledgeSearch
+    ingest: KnowledgeIngest
+    warming: asyncio.Task[None] | None = None
+    """The conversion workers starting in the background."""
 
     @classmethod
     async def start(
@@ -84,6 +93,13 @@ class Runtime:
         databases = DatabaseExecutor(engines)
         mcp = McpPool(settings)
         delegator = Delegator()
+        converter = ConversionPool(
+            workers=settings.convert_workers,
+            timeout_s=settings.convert_timeout_s,
+            memory_bytes=settings.convert_memory_mb * 1024 * 1024,
+        )
+        warming = asyncio.create_task(converter.warm())
+        knowledge = KnowledgeSearch(sessionmaker)
         backends = Backends(
             settings=settings,
             http=http,
@@ -92,8 +108,9 @@ class Runtime:
             mcp=mcp,
             conventions=ConventionRecall(sessionmaker),
             tool_audit=tool_audit,
-            knowledge=KnowledgeSearch(sessionmaker),
+            knowledge=knowledge,
             delegation=delegator,
+            converter=converter,
             couse=CoUsePriors(ToolHistory(sessionmaker)),
         )
         hub = RunHub(notify=not settings.is_sqlite)
@@ -129,6 +146,12 @@ class Runtime:
             agents=agents,
             keys=ApiKeyCache(),
             mcp_servers=RowCache(McpServer, sessionmaker),
+            converter=converter,
+            knowledge=knowledge,
+            ingest=KnowledgeIngest(
+                settings=settings, sessionmaker=sessionmaker, converter=converter, http=http
+            ),
+            warming=warming,
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime
@@ -140,7 +163,12 @@ class Runtime:
             await session.commit()
 
     async def aclose(self) -> None:
+        if self.warming is not None:
+            self.warming.cancel()
+            with contextlib.suppress(BaseException):
+                await self.warming
         for closer in (
+            self.ingest.aclose,
             self.runs.aclose,
             self.mcp.aclose,
             self.connectors.aclose,
@@ -149,6 +177,7 @@ class Runtime:
             self.engines.aclose,
             self.hub.aclose,
             self.http.aclose,
+            self.converter.aclose,
             *([self.runs.llm.aclose] if self.runs.llm is not None else []),
         ):
             with contextlib.suppress(Exception):

@@ -9,7 +9,7 @@ APP = Path(__file__).resolve().parent.parent / "app"
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(("kit", "db", "config", "errors", "events"), 0),
-    **dict.fromkeys(("security", "llm", "ops", "retrieval"), 1),
+    **dict.fromkeys(("security", "llm", "ops", "retrieval", "convert"), 1),
     "tools": 2,
     **dict.fromkeys(
         (

@@ -117,8 +117,9 @@ class RequestGuard:
         await self.app(scope, replay_body(body, receive), send)
 
     def _limit(self, scope: Scope) -> tuple[int, str]:
-        """Document imports (`…/import`) have their own, larger limit."""
-        if str(scope.get("path", "")).endswith("/import"):
+        """Document imports (`…/import`, knowledge `…/documents`) have their own, larger
+        limit."""
+        if str(scope.get("path", "")).endswith(("/import", "/documents")):
             return self.max_import_bytes, "QUIVER_MAX_IMPORT_BYTES"
         return self.max_body_bytes, "QUIVER_MAX_BODY_BYTES"
 

@@ -42,6 +42,7 @@ def chunk_fields_text(document: str, heading: str, text: str) -> str:
 @dataclass(frozen=True, slots=True)
 class IndexedChunk:
     knowledge_base_id: uuid.UUID
+    document_id: uuid.UUID
     document: str
     heading: str
     position: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from sqlalchemy import (
+    BigInteger,
     ForeignKey,
     Integer,
     LargeBinary,
@@ -21,7 +22,7 @@ from app.db.base import Base, IdMixin, TimestampMixin
 
 
 class KnowledgeDocument(IdMixin, TimestampMixin, Base):
-    """One added document, kept as text (HTML is converted on the way in)."""
+    """One added document, kept as text (every format is converted on the way in)."""
 
     __tablename__ = "knowledge_documents"
     __table_args__ = (UniqueConstraint("knowledge_base_id", "name"),)
@@ -32,10 +33,19 @@ class KnowledgeDocument(IdMixin, TimestampMixin, Base):
     name: Mapped[str] = mapped_column(String(256))
     """The source every chunk cites (a file name, or the name the client gave)."""
     format: Mapped[str] = mapped_column(String(16))
-    """`text`, `markdown` or `html` (as added; `text` below is what was chunked)."""
+    """The format it was sent in (`app/convert/formats.py`); `text` below is what was
+    chunked (Markdown-like, whatever the format)."""
     text: Mapped[str] = mapped_column(Text)
     chars: Mapped[int] = mapped_column(Integer)
     chunk_count: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="ready", server_default="ready")
+    """`pending` while a large document is ingested in the background, then `ready` (searched)
+    or `failed` (`error` says why)."""
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    source_url: Mapped[str | None] = mapped_column(Text, default=None)
+    """The page it was fetched from (`{url}` documents; `…/refresh` fetches it again)."""
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    """Bytes of the file or page as sent (before conversion)."""
 
 
 class KnowledgeChunk(IdMixin, Base):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from app.convert.formats import decode, detect_format
+from app.convert.html import html_to_markdown
 from app.errors import Invalid
 from app.knowledge.chunking import chunk_document
-from app.knowledge.documents import decode, detect_format, html_to_text
 from tests.knowledge.test_router import DATA
 
 
@@ -61,14 +62,14 @@ def test_long_sections_are_cut_at_paragraphs_then_words() -> None:
 
 def test_html_keeps_headings_and_code_and_drops_scripts() -> None:
     html = (DATA / "rustdoc-how-to-write-documentation.html").read_text()
-    text = html_to_text(html)
+    text = html_to_markdown(html)
     assert "<script" not in text
     assert "localStorage" not in text  # inline JavaScript is dropped
     assert "## Documenting components" in text
     assert "```\n" in text
     chunks = chunk_document(text, "html")
     assert ("How to write documentation", "Markdown", "Tables") in {c.heading for c in chunks}
-    tiny = html_to_text(
+    tiny = html_to_markdown(
         "<html><head><title>T</title><style>p{}</style></head><body><p>a <b>bold</b> "
         "word</p><pre># kept\n  indented</pre><h2>Sub</h2><ul><li>one</li></ul></body></html>"
     )
@@ -80,9 +81,11 @@ def test_format_detection_and_decoding() -> None:
     assert detect_format("page.htm", "application/octet-stream") == "html"
     assert detect_format("notes", "text/markdown; charset=utf-8") == "markdown"
     assert detect_format("LICENSE", None) == "text"
-    assert detect_format("x.csv", "text/csv") == "text"
+    assert detect_format("x.csv", "text/csv") == "csv"
+    assert detect_format("x.pdf", "application/octet-stream") == "pdf"
+    assert detect_format("report", "application/pdf") == "pdf"
     with pytest.raises(Invalid, match="format"):
-        detect_format("x.pdf", "application/pdf")
+        detect_format("x.bin", "application/octet-stream")
     assert decode("\ufeffhé".encode()) == "hé"
     with pytest.raises(Invalid, match="UTF-8"):
         decode(b"\xff\xfe")

@@ -10,11 +10,11 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from app.convert.html import html_to_page
 from app.pipeline.sources.builtins import builtin_toolset
 from app.security.egress import new_http_client
 from app.tools.base import ToolResult
 from app.tools.function import FunctionToolset
-from app.tools.html_text import html_to_text
 from tests.fixtures.live import serve_app
 from tests.fixtures.pipeline import Recorders, ctx, make_backends, make_settings
 
@@ -73,10 +73,10 @@ async def _fetch(tools: FunctionToolset, url: str, **extra: object) -> ToolResul
     return await tools.call_tool("http_fetch", {"url": url, **extra}, ctx())
 
 
-def test_html_to_text_keeps_title_drops_scripts() -> None:
-    page = html_to_text(PAGE)
+def test_html_to_page_keeps_title_drops_scripts() -> None:
+    page = html_to_page(PAGE)
     assert page.title == "Release notes"
-    assert page.text == "Quiver 1.0\nProgressive tools, fewer tokens.\nOne\nTwo & three"
+    assert page.text == "# Quiver 1.0\n\nProgressive tools, fewer tokens.\n\n- One\n- Two & three"
 
 
 async def test_http_fetch_html(site: str, fetch_tools: tuple[FunctionToolset, Recorders]) -> None:
@@ -84,7 +84,7 @@ async def test_http_fetch_html(site: str, fetch_tools: tuple[FunctionToolset, Re
     assert result.ok
     assert result.output == (
         f"URL: {site}/page\n\nTitle: Release notes\n\n"
-        "Quiver 1.0\nProgressive tools, fewer tokens.\nOne\nTwo & three"
+        "# Quiver 1.0\n\nProgressive tools, fewer tokens.\n\n- One\n- Two & three"
     )
 
 

@@ -16,6 +16,7 @@ from app.audit.sink import ToolAuditBackend
 from app.config import Settings
 from app.connectors.backend import ConnectorBackend
 from app.conventions.backend import ConventionBackend
+from app.convert.pool import ConversionPool
 from app.databases.backend import DatabaseBackend
 from app.knowledge.backend import KnowledgeBackend
 from app.mcp.backend import McpBackend
@@ -36,6 +37,8 @@ class Backends:
     """Search over knowledge bases (the `knowledge` tool); None answers that it is unavailable."""
     delegation: DelegationBackend | None = None
     """Runs `call_agent` as a child run (none: the tool answers that it cannot run here)."""
+    converter: ConversionPool | None = None
+    """The worker processes pages are parsed in (`http_fetch`); none: HTML is not converted."""
     couse: CoUsePriors | None = None
     """Each agent's co-use prior from its past runs' tool calls (none: selection ranks alone).
     The one back-end built in the pipeline: a cache over the audit's `ToolHistory`."""

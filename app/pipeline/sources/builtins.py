@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.errors import Invalid
 from app.pipeline.sources.backends import Backends
 from app.security.egress import EgressGuard, FetchError, guarded_request
 from app.tools.base import CallContext, ToolDef, ToolResult
 from app.tools.function import FunctionTool, FunctionToolset
-from app.tools.html_text import html_to_text
 
 HTTP_FETCH = "http_fetch"
 RECALL_KNOWLEDGE = "recall_knowledge"
@@ -89,7 +89,12 @@ class HttpFetch:
         if not _is_text(content_type):
             body = f"[binary content: {content_type}, {len(response.body)} bytes not shown]"
         elif "html" in content_type.lower():
-            page = html_to_text(response.text())
+            if self._backends.converter is None:
+                return ToolResult.fail("http_fetch: HTML pages cannot be read in this process")
+            try:  # in a worker process, bounded in time: a hostile page never stalls the loop
+                page = await self._backends.converter.page(response.text())
+            except Invalid as exc:
+                return ToolResult.fail(f"{response.final_url}: {exc.message}")
             body = f"Title: {page.title}\n\n{page.text}" if page.title else page.text
         else:
             body = response.text()
