@@ -35,6 +35,7 @@ from app.ops.metrics import Metrics
 from app.pipeline.couse import CoUsePriors
 from app.pipeline.sources.backends import Backends
 from app.security.egress import new_http_client
+from app.skills.backend import SkillFiles
 
 
 @dataclass(kw_only=True)
@@ -94,6 +95,7 @@ class Runtime:
             tool_audit=tool_audit,
             knowledge=KnowledgeSearch(sessionmaker),
             delegation=delegator,
+            skills=SkillFiles(sessionmaker),
             couse=CoUsePriors(ToolHistory(sessionmaker)),
         )
         hub = RunHub(notify=not settings.is_sqlite)
