@@ -42,7 +42,6 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from app.mcp.models import McpServer
-from app.mcp.watch import watched
 from app.security.pinning import StaticPinnedTransport
 from app.security.redact import redact_text
 
@@ -126,12 +125,16 @@ def check_stdio_command(command: str | None, allowed: Sequence[str]) -> None:
     if not command:
         raise McpConfigError("stdio transport needs a command")
     if not allowed:
-        raise McpConfigError("stdio MCP servers are disabled (QUIVER_MCP_STDIO_COMMANDS is empty)")
+        raise McpConfigError(
+            f"stdio MCP servers are disabled (QUIVER_MCP_STDIO_COMMANDS is empty); "
+            f"set QUIVER_MCP_STDIO_COMMANDS={command} to allow {command!r}"
+        )
     wanted = _normalise_command(command)
     if wanted not in {_normalise_command(entry) for entry in allowed}:
         raise McpConfigError(
             f"stdio command {command!r} is not on the allow-list "
-            f"(QUIVER_MCP_STDIO_COMMANDS={','.join(allowed)})"
+            f"(QUIVER_MCP_STDIO_COMMANDS={','.join(allowed)}); add it to "
+            "QUIVER_MCP_STDIO_COMMANDS to allow it"
         )
 
 
@@ -281,8 +284,6 @@ class McpSession:
         self._stop = asyncio.Event()
         self._error: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
-        self.ended = False
-        """The server's side of the connection ended (a stdio process exited or was killed)."""
 
     @classmethod
     async def open(
@@ -313,8 +314,7 @@ class McpSession:
 
     @property
     def alive(self) -> bool:
-        task = self._task
-        return self._client is not None and task is not None and not task.done() and not self.ended
+        return self._client is not None and self._task is not None and not self._task.done()
 
     @property
     def protocol_version(self) -> str | None:
@@ -360,7 +360,7 @@ class McpSession:
     async def _run(self, transport: Transport) -> None:
         try:
             async with Client(
-                watched(transport, self._connection_ended),
+                transport,
                 mode="auto",
                 cache=None,
                 client_info=_CLIENT_INFO,
@@ -380,13 +380,6 @@ class McpSession:
         finally:
             self._client = None
             self._ready.set()
-
-    def _connection_ended(self) -> None:
-        """Calls in flight fail (the SDK wakes them); the session winds down at once."""
-        if not self._stop.is_set():
-            logger.info("MCP server %r closed the connection", self.spec.name)
-        self.ended = True
-        self._stop.set()
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):

@@ -48,11 +48,9 @@ ToolsChangedHook = Callable[[uuid.UUID, list[dict[str, Any]]], Awaitable[None]]
 
 @dataclass
 class _Broken:
-    """The session dropped under a request; the caller reconnects once and retries, unless
-    the server exited with the call in flight (it may have run: never run twice)."""
+    """The session dropped under a request; the caller reconnects once and retries."""
 
     detail: str
-    exited: bool = False
 
 
 @dataclass
@@ -112,16 +110,7 @@ class McpPool:
             if not isinstance(outcome, _Broken):
                 break
             await self._drop(server.id, session)
-            if outcome.exited:
-                break
         match outcome:
-            case _Broken(detail=detail, exited=True):
-                return ToolResult.fail(
-                    f"MCP server {spec.name!r} exited during {tool!r} (not retried: the call "
-                    f"may have run; the next call starts it again): {detail}",
-                    retryable=True,
-                    step=step,
-                )
             case _Broken(detail=detail):
                 return ToolResult.fail(
                     f"MCP server {spec.name!r} dropped the connection during {tool!r} "
@@ -165,6 +154,16 @@ class McpPool:
             self._store_tools(server.id, tools)
             return tools
         raise Unavailable(f"MCP server {spec.name!r} dropped the connection: {detail}")
+
+    def check_command(self, transport: str, command: str | None) -> None:
+        """A stdio command must be on the allow-list: refused when configured (422 naming
+        `QUIVER_MCP_STDIO_COMMANDS`), not first at connect."""
+        if transport != "stdio":
+            return
+        try:
+            check_stdio_command(command, self.settings.mcp_stdio_commands)
+        except McpConfigError as exc:
+            raise Invalid(f"command: {exc}") from None
 
     async def invalidate(self, server_id: uuid.UUID) -> None:
         """Close the server's session (after an update or delete); the next call reconnects."""
@@ -278,9 +277,7 @@ class McpPool:
             return _timeout(spec, tool)
         except MCPError as exc:
             if _session_lost(exc):
-                # A stdio connection ends only with its process: the call was in flight.
-                exited = session.ended and spec.transport == "stdio"
-                return _Broken(describe_error(exc, spec), exited=exited)
+                return _Broken(describe_error(exc, spec))
             if exc.code == types.REQUEST_TIMEOUT:
                 return _timeout(spec, tool)
             return ToolResult.fail(
