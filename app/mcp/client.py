@@ -324,6 +324,10 @@ class McpSession:
         """Invoke `name`; raises `SessionClosed`, `MCPError` or transport errors."""
         return await self._live().call_tool(name, arguments)
 
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """`resources/read` (a resource link one of the server's tools returned)."""
+        return await self._live().read_resource(uri, cache_mode="bypass")
+
     async def list_tools(self) -> list[types.Tool]:
         """Every page of `tools/list`, bypassing the SDK's response cache."""
         client = self._live()

@@ -54,9 +54,7 @@ def make_zip(entries: dict[str, bytes], *, links: tuple[str, ...] = ()) -> bytes
     return buffer.getvalue()
 
 
-async def upload(
-    client: httpx.AsyncClient, archive: bytes, **fields: str
-) -> httpx.Response:
+async def upload(client: httpx.AsyncClient, archive: bytes, **fields: str) -> httpx.Response:
     return await client.post(
         IMPORT, files={"file": ("skill.zip", archive, "application/zip")}, data=fields
     )
@@ -146,7 +144,8 @@ async def test_json_folder_and_replace(client: httpx.AsyncClient) -> None:
     assert gone.status_code == 404
     zipped = await upload(client, make_zip({"SKILL.md": DOC.encode()}), replace="true")
     assert zipped.status_code == 200, zipped.text
-    assert zipped.json()["files"] == [] and zipped.json()["content"] == "See reference/steps.md."
+    assert zipped.json()["files"] == []
+    assert zipped.json()["content"] == "See reference/steps.md."
     assert await total(client, PATH) == 1
 
 
@@ -176,9 +175,7 @@ async def test_zip_bombs_and_oversized_folders_are_refused(client: httpx.AsyncCl
     assert_error(resp, 413, "PayloadTooLarge", mentions=["reference/zeros.md", "2000000"])
     assert time.monotonic() - started < 5
     # many small members that add up: refused at the folder limit, the rest never inflated
-    wide = make_zip(
-        {"SKILL.md": DOC.encode(), **{f"r/{i}.md": b"1" * 1_900_000 for i in range(8)}}
-    )
+    wide = make_zip({"SKILL.md": DOC.encode(), **{f"r/{i}.md": b"1" * 1_900_000 for i in range(8)}})
     assert_error(await upload(client, wide), 413, "PayloadTooLarge", mentions=["8000000"])
     many = make_zip({"SKILL.md": DOC.encode(), **{f"r/{i}.md": b"x" for i in range(201)}})
     assert_error(await upload(client, many), 413, "PayloadTooLarge", mentions=["201", "200"])
