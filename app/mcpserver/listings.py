@@ -77,11 +77,13 @@ class Listings:
                 seen.links[uri] = Link(uri=uri, name=name, server=server)
                 new = True
         notes: list[types.ServerNotification] = []
-        agent = await self._agent_now(state.agent)
-        if seen.prompts is not None and seen.prompts != prompts.prompts_fingerprint(agent):
-            seen.prompts = None
-            notes.append(types.PromptListChangedNotification())
-        resources_moved = seen.resources is not None and seen.resources != fingerprint(agent)
+        resources_moved = False
+        if seen.prompts is not None or seen.resources is not None:  # the client listed them
+            agent = await self._agent_now(state.agent)
+            if seen.prompts is not None and seen.prompts != prompts.prompts_fingerprint(agent):
+                seen.prompts = None
+                notes.append(types.PromptListChangedNotification())
+            resources_moved = seen.resources is not None and seen.resources != fingerprint(agent)
         if new or resources_moved:
             seen.resources = None if resources_moved else seen.resources
             notes.append(types.ResourceListChangedNotification())
