@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench docs docs-serve install pg clean
+.PHONY: run test lint bench docs docs-serve install pg npm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,13 @@ run: $(STAMP)
 pg:
 	@bash scripts/ensure-postgres.sh
 
-test: $(STAMP) pg
+# Real MCP servers from npm some tests run (tests/npm/package.json); needs Node.js and npm.
+NPM_STAMP := tests/npm/node_modules/.package-lock.json
+$(NPM_STAMP): tests/npm/package.json tests/npm/package-lock.json
+	npm ci --prefix tests/npm --no-audit --no-fund
+npm: $(NPM_STAMP)
+
+test: $(STAMP) pg npm
 	$(BIN)/pytest -q
 
 lint: $(STAMP)

@@ -38,6 +38,7 @@ from app.ops.metrics import Metrics
 from app.pipeline.couse import CoUsePriors
 from app.pipeline.sources.backends import Backends
 from app.security.egress import new_http_client
+from app.skills.backend import SkillFiles
 
 
 @dataclass(kw_only=True)
@@ -111,6 +112,7 @@ class Runtime:
             knowledge=knowledge,
             delegation=delegator,
             converter=converter,
+            skills=SkillFiles(sessionmaker),
             couse=CoUsePriors(ToolHistory(sessionmaker)),
         )
         hub = RunHub(notify=not settings.is_sqlite)

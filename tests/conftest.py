@@ -32,7 +32,13 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def settings(data_dir: Path) -> AsyncIterator[Settings]:
     configure_keys([SECRET_KEY])
     async with migrated_postgres(
-        {"secret_keys": [SECRET_KEY], "admin_token": ADMIN_TOKEN, "data_dir": data_dir}
+        {
+            "secret_keys": [SECRET_KEY],
+            "admin_token": ADMIN_TOKEN,
+            "data_dir": data_dir,
+            # stdio commands are checked at create: the one the CRUD tests store
+            "mcp_stdio_commands": ["mcp-server-time"],
+        }
     ) as s:
         yield s
 

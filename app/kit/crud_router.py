@@ -60,9 +60,11 @@ def add_crud_routes(
     read: type[BaseModel],
     after_change: AfterChange | None = None,
     list_read: type[BaseModel] | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> None:
     """`after_change(request, id)` runs after an update or delete (close pools, sessions).
-    `list_read` is the list's item schema when it is smaller than `read`."""
+    `list_read` is the list's item schema when it is smaller than `read`. `skip` names the
+    routes (`create`, `update`) a router declares itself."""
     label = service.label
     item = list_read or read
 
@@ -93,15 +95,16 @@ def add_crud_routes(
             await after_change(request, id)
 
     responses = ERROR_RESPONSES
-    router.add_api_route(
-        "",
-        create_item,
-        methods=["POST"],
-        status_code=status.HTTP_201_CREATED,
-        response_model=read,
-        responses=responses,
-        summary=f"Create a {label}",
-    )
+    if "create" not in skip:
+        router.add_api_route(
+            "",
+            create_item,
+            methods=["POST"],
+            status_code=status.HTTP_201_CREATED,
+            response_model=read,
+            responses=responses,
+            summary=f"Create a {label}",
+        )
     router.add_api_route(
         "",
         list_items,
@@ -117,14 +120,15 @@ def add_crud_routes(
         responses=responses,
         summary=f"Get a {label}",
     )
-    router.add_api_route(
-        "/{id}",
-        update_item,
-        methods=["PATCH"],
-        response_model=read,
-        responses=responses,
-        summary=f"Update a {label} (partial)",
-    )
+    if "update" not in skip:
+        router.add_api_route(
+            "/{id}",
+            update_item,
+            methods=["PATCH"],
+            response_model=read,
+            responses=responses,
+            summary=f"Update a {label} (partial)",
+        )
     router.add_api_route(
         "/{id}",
         delete_item,

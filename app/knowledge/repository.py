@@ -57,6 +57,27 @@ class DocumentRepository(RepositoryBase[KnowledgeDocument]):
         result = await self.session.execute(stmt)
         return bool(getattr(result, "rowcount", 0))
 
+    async def listing(
+        self, knowledge_base_ids: Sequence[uuid.UUID]
+    ) -> Sequence[Row[uuid.UUID, str, str, int]]:
+        """(knowledge base id, name, format, chars) of these bases' documents, by name."""
+        if not knowledge_base_ids:
+            return []
+        stmt = (
+            select(
+                KnowledgeDocument.knowledge_base_id,
+                KnowledgeDocument.name,
+                KnowledgeDocument.format,
+                KnowledgeDocument.chars,
+            )
+            .where(KnowledgeDocument.knowledge_base_id.in_(knowledge_base_ids))
+            .order_by(KnowledgeDocument.knowledge_base_id, KnowledgeDocument.name)
+        )
+        return (await self.session.execute(stmt)).all()
+
+    async def named(self, knowledge_base_id: uuid.UUID, name: str) -> KnowledgeDocument | None:
+        return await self.get_by(knowledge_base_id=knowledge_base_id, name=name)
+
 
 class ChunkRepository(RepositoryBase[KnowledgeChunk]):
     model = KnowledgeChunk

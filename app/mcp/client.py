@@ -125,12 +125,16 @@ def check_stdio_command(command: str | None, allowed: Sequence[str]) -> None:
     if not command:
         raise McpConfigError("stdio transport needs a command")
     if not allowed:
-        raise McpConfigError("stdio MCP servers are disabled (QUIVER_MCP_STDIO_COMMANDS is empty)")
+        raise McpConfigError(
+            f"stdio MCP servers are disabled (QUIVER_MCP_STDIO_COMMANDS is empty); "
+            f"set QUIVER_MCP_STDIO_COMMANDS={command} to allow {command!r}"
+        )
     wanted = _normalise_command(command)
     if wanted not in {_normalise_command(entry) for entry in allowed}:
         raise McpConfigError(
             f"stdio command {command!r} is not on the allow-list "
-            f"(QUIVER_MCP_STDIO_COMMANDS={','.join(allowed)})"
+            f"(QUIVER_MCP_STDIO_COMMANDS={','.join(allowed)}); add it to "
+            "QUIVER_MCP_STDIO_COMMANDS to allow it"
         )
 
 
@@ -319,6 +323,10 @@ class McpSession:
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Invoke `name`; raises `SessionClosed`, `MCPError` or transport errors."""
         return await self._live().call_tool(name, arguments)
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        """`resources/read` (a resource link one of the server's tools returned)."""
+        return await self._live().read_resource(uri, cache_mode="bypass")
 
     async def list_tools(self) -> list[types.Tool]:
         """Every page of `tools/list`, bypassing the SDK's response cache."""

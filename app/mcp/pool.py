@@ -155,6 +155,45 @@ class McpPool:
             return tools
         raise Unavailable(f"MCP server {spec.name!r} dropped the connection: {detail}")
 
+    async def read_resource(self, server: McpServer, uri: str) -> types.ReadResourceResult:
+        """Read `uri` on `server` (a resource link its tools return), connecting if needed.
+
+        Raises `Invalid` (refused configuration), `Unavailable` or `Upstream` (the server
+        does not have it, or failed)."""
+        spec = ServerSpec.from_row(server)
+        try:
+            session = await self._session(server.id, spec)
+        except McpConfigError as exc:
+            raise Invalid(str(exc)) from None
+        except McpConnectError as exc:
+            raise Unavailable(str(exc)) from None
+        try:
+            async with asyncio.timeout(spec.call_timeout_s):
+                return await session.read_resource(uri)
+        except TimeoutError:
+            raise Upstream(
+                f"MCP server {spec.name!r} took over {spec.call_timeout_s:g}s to read {uri!r}"
+            ) from None
+        except (MCPError, ValidationError) as exc:
+            raise Upstream(
+                f"MCP server {spec.name!r} cannot read {uri!r}: {describe_error(exc, spec)}"
+            ) from None
+        except Exception as exc:
+            await self._drop(server.id, session)
+            raise Unavailable(
+                f"MCP server {spec.name!r} dropped the connection: {describe_error(exc, spec)}"
+            ) from None
+
+    def check_command(self, transport: str, command: str | None) -> None:
+        """A stdio command must be on the allow-list: refused when configured (422 naming
+        `QUIVER_MCP_STDIO_COMMANDS`), not first at connect."""
+        if transport != "stdio":
+            return
+        try:
+            check_stdio_command(command, self.settings.mcp_stdio_commands)
+        except McpConfigError as exc:
+            raise Invalid(f"command: {exc}") from None
+
     async def invalidate(self, server_id: uuid.UUID) -> None:
         """Close the server's session (after an update or delete); the next call reconnects."""
         entry = self._entries.pop(server_id, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 import mcp_types as types
@@ -51,6 +52,15 @@ def _render_block(block: Any) -> str:
         case types.EmbeddedResource():
             return _embedded(block.resource)
     return f"[unsupported content: {getattr(block, 'type', type(block).__name__)}]"
+
+
+_LINK = re.compile(r"^\[resource link: (\S+?)(?= \(|, | - |\])(?: \(([^)\n]*)\))?", re.MULTILINE)
+
+
+def resource_links(text: str) -> list[tuple[str, str]]:
+    """The `(uri, name)` of the resource links a rendered result shows (see `_resource_link`):
+    what the MCP endpoint lists as resources and hands back to its client as links."""
+    return [(m.group(1), m.group(2) or m.group(1)) for m in _LINK.finditer(text)]
 
 
 def _resource_link(link: types.ResourceLink) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Body, Depends, Request, Response, status
 
 from app.db.row_cache import RowCache
 from app.db.session import SessionDep
@@ -12,7 +12,14 @@ from app.kit.schemas import ToolCallResult
 from app.kit.state import runtime_part
 from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
-from app.mcp.schemas import McpCallRequest, McpServerCreate, McpServerRead, McpServerUpdate
+from app.mcp.schemas import (
+    McpCallRequest,
+    McpImportRead,
+    McpServerCreate,
+    McpServerCreated,
+    McpServerRead,
+    McpServerUpdate,
+)
 from app.mcp.service import mcp_server_service
 
 router = APIRouter(prefix="/mcp-servers", tags=["mcp-servers"])
@@ -26,6 +33,63 @@ async def _close_session(request: Request, id: uuid.UUID) -> None:
     await pool.invalidate(id)
 
 
+_IMPORT_EXAMPLE = {
+    "mcpServers": {
+        "time": {"command": "uvx", "args": ["mcp-server-time"]},
+        "docs": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer …"}},
+    }
+}
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=McpServerCreated,
+    responses=ERROR_RESPONSES,
+    summary="Create an MCP server (its tools are listed at once)",
+)
+async def create_server(body: McpServerCreate, session: SessionDep, pool: McpPoolDep) -> Any:
+    """A stdio command must be on `QUIVER_MCP_STDIO_COMMANDS` (else 422). The new server's
+    tools are listed before the answer; when it cannot be reached it is created all the same,
+    with `tools_error` saying why."""
+    created = await mcp_server_service.create_listed(session, body, pool)
+    return Response(
+        created.model_dump_json(exclude_none=False), status_code=201, media_type="application/json"
+    )
+
+
+@router.post(
+    "/import",
+    response_model=McpImportRead,
+    responses=ERROR_RESPONSES,
+    summary="Import the MCP servers of a Claude Desktop, Cursor or VS Code configuration",
+)
+async def import_servers(
+    session: SessionDep,
+    pool: McpPoolDep,
+    document: Annotated[
+        dict[str, Any], Body(openapi_examples={"claude": {"value": _IMPORT_EXAMPLE}})
+    ],
+) -> McpImportRead:
+    """`{"mcpServers": {...}}` (Claude Desktop, Cursor, Claude Code) or `{"servers": {...}}`
+    (VS Code): each server is created and its tools listed; one result per server."""
+    return await mcp_server_service.import_document(session, document, pool)
+
+
+@router.patch(
+    "/{id}",
+    response_model=McpServerRead,
+    responses=ERROR_RESPONSES,
+    summary="Update an MCP server (partial)",
+)
+async def update_server(
+    id: uuid.UUID, body: McpServerUpdate, session: SessionDep, pool: McpPoolDep
+) -> Any:
+    server = McpServerRead.model_validate(await mcp_server_service.update(session, id, body, pool))
+    await pool.invalidate(id)
+    return server
+
+
 add_crud_routes(
     router,
     service=mcp_server_service,
@@ -33,6 +97,7 @@ add_crud_routes(
     update=McpServerUpdate,
     read=McpServerRead,
     after_change=_close_session,
+    skip=frozenset({"create", "update"}),
 )
 
 

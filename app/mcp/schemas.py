@@ -78,3 +78,26 @@ class McpServerRead(ReadSchema):
 class McpCallRequest(Schema):
     tool: Annotated[str, StringConstraints(min_length=1, max_length=256)]
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class McpServerCreated(McpServerRead):
+    tools_error: str | None = None
+    """Why the new server's tools could not be listed at create (None: listed, see `tools`);
+    `POST /mcp-servers/{id}/refresh` lists them once it is reachable."""
+
+
+class McpImportResult(Schema):
+    name: str
+    """The server's key in the document."""
+    status: Literal["created", "failed"]
+    server: McpServerCreated | None = None
+    error: dict[str, str] | None = None
+    """`{error, detail}` of a server that was not created (e.g. a stdio command not on the
+    allow-list, a duplicate name)."""
+    warnings: list[str] = Field(default_factory=list)
+
+
+class McpImportRead(Schema):
+    created: int
+    failed: int
+    servers: list[McpImportResult]

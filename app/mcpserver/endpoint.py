@@ -41,10 +41,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
+from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.errors import QuiverError, error_body
 from app.kit.request_guard import replay_body
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
+from app.mcpserver.listings import Listings
+from app.mcpserver.resources import Resources
 from app.mcpserver.sessions import Caller, McpSession, McpSessions, parse_session_id
 from app.runtime import Runtime
 from app.tenancy.principal import USER_HEADER, Principal
@@ -72,7 +75,10 @@ class _AgentServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         options = super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options
+            or NotificationOptions(
+                tools_changed=True, prompts_changed=True, resources_changed=True
+            ),
             experimental_capabilities,
             extensions,
         )
@@ -222,9 +228,14 @@ class McpEndpoint:
             version="0.1.0",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
         )
         self.sessions: McpSessions | None = None
         self.manager: _SessionManager | None = None
+        self.listings: Listings | None = None
 
     @contextlib.asynccontextmanager
     async def running(self, runtime: Runtime) -> AsyncIterator[None]:
@@ -249,6 +260,8 @@ class McpEndpoint:
         if task.done():
             task.result()  # start-up failed: raise it
         self.sessions, self.manager = sessions, manager
+        resources = Resources(runtime.sessionmaker, runtime.backends.skills, runtime.mcp)
+        self.listings = Listings(resources, self._agent_now)
         try:
             yield
         finally:
@@ -411,13 +424,46 @@ class McpEndpoint:
         outcome = await self.sessions.call(
             state, params.name, dict(params.arguments or {}), gate=gate
         )
+        notes: list[types.ServerNotification] = []
         if outcome.loaded:
+            notes.append(types.ToolListChangedNotification())
+        assert self.listings is not None
+        more, links = await self.listings.after_call(state, outcome.text, params.arguments or {})
+        for note in [*notes, *more]:
             # On this call's own response stream: it reaches the client whichever worker
             # serves the call (a GET stream may be held by another one, or none).
-            await ctx.session.send_notification(
-                types.ToolListChangedNotification(), related_request_id=ctx.request_id
-            )
+            await ctx.session.send_notification(note, related_request_id=ctx.request_id)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=outcome.text)],
+            content=[types.TextContent(type="text", text=outcome.text), *links],
             is_error=not outcome.ok,
         )
+
+    # --- prompts and resources (app/mcpserver/listings.py) ------------------------------
+
+    async def _agent_now(self, agent: Agent) -> Agent:
+        runtime: Runtime = self.app.state.runtime
+        return await runtime.agents.get(agent.id) or agent
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        assert self.listings is not None
+        return await self.listings.list_prompts(await self._session(ctx))
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        assert self.listings is not None
+        return await self.listings.get_prompt(await self._session(ctx), params.name)
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        assert self.listings is not None
+        return await self.listings.list_resources(await self._session(ctx))
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        assert self.listings is not None
+        return await self.listings.read_resource(await self._session(ctx), str(params.uri))

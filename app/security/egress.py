@@ -171,6 +171,14 @@ def display_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{host}{port}{url.raw_path.decode('ascii', 'replace').split('?')[0]}"
 
 
+def allow_hint(address: Address, reason: str) -> str:
+    """How an operator allows a private destination (never suggested for cloud metadata)."""
+    if reason == "cloud metadata":
+        return ""
+    shown = show_address(address)
+    return f"; to allow it, add {shown}/{address.max_prefixlen} to QUIVER_EGRESS_ALLOW_CIDRS"
+
+
 class EgressGuard:
     """Decides whether a URL may be fetched; resolves it once for the connect."""
 
@@ -189,7 +197,7 @@ class EgressGuard:
         if reason and not self.is_allowed(address):
             raise EgressBlocked(
                 f"Egress blocked: {show_address(address)} ({reason}) is not an allowed destination "
-                f"for {url}"
+                f"for {url}{allow_hint(address, reason)}"
             )
 
     async def check_url(self, url: str | httpx.URL) -> ResolvedTarget:

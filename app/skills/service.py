@@ -9,10 +9,11 @@ import yaml
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import Invalid
+from app.errors import Conflict, Invalid, NotFound
 from app.kit.crud import CrudService
-from app.skills.models import Skill
-from app.skills.repository import SkillRepository
+from app.skills.folder import Folder, FolderFile
+from app.skills.models import Skill, SkillFile
+from app.skills.repository import SkillFileRepository, SkillRepository
 from app.skills.schemas import SkillCreate, SkillUpdate
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
@@ -74,6 +75,51 @@ class SkillService(CrudService[Skill]):
         self, session: AsyncSession, document: str, *, name: str | None = None
     ) -> Skill:
         return await self.create(session, parse_skill_md(document, name=name))
+
+    async def import_folder(
+        self, session: AsyncSession, folder: Folder, *, name: str | None, replace: bool
+    ) -> tuple[Skill, bool]:
+        """Create the skill (and its files), or with `replace` update the one of that name:
+        (skill, created). Files given replace the stored ones; none given keeps them."""
+        data = parse_skill_md(folder.document, name=name)
+        existing = await self.repo(session).get_by(name=data.name)
+        if existing is not None and not replace:
+            raise Conflict(
+                f"a skill named {data.name!r} already exists; send replace: true to update it"
+            )
+        skill = existing or Skill(name=data.name)
+        skill.description = data.description
+        skill.content = data.content
+        skill.front_matter = data.front_matter
+        if folder.files is not None:
+            skill.file_index = [f.info() for f in folder.files]
+        elif existing is None:
+            skill.file_index = []
+        skill = await self.save(session, skill)
+        if folder.files is not None:
+            await SkillFileRepository(session).replace(
+                skill.id, [_row(skill.id, f) for f in folder.files]
+            )
+        return skill, existing is None
+
+    async def read_file(self, session: AsyncSession, id: uuid.UUID, path: str) -> SkillFile:
+        skill = await self.get(session, id)
+        found = await SkillFileRepository(session).read(skill.id, path)
+        if found is None:
+            known = ", ".join(f["path"] for f in skill.file_index or []) or "none"
+            raise NotFound(f"skill {skill.name!r} has no file {path!r} (files: {known})")
+        return found
+
+
+def _row(skill_id: uuid.UUID, file: FolderFile) -> SkillFile:
+    return SkillFile(
+        skill_id=skill_id,
+        path=file.path,
+        size=file.size,
+        media_type=file.media_type,
+        text=file.text,
+        data=file.data,
+    )
 
 
 skill_service = SkillService()

@@ -441,6 +441,7 @@ async def test_egress_is_enforced_for_connectors(
     result = await ex.execute(make_connector(server.url), make_action(), {}, CTX)
     assert result.error == (
         f"Egress blocked: 127.0.0.1 (loopback) is not an allowed destination for {server.url}/echo"
+        "; to allow it, add 127.0.0.1/32 to QUIVER_EGRESS_ALLOW_CIDRS"
     )
     assert not result.retryable
 

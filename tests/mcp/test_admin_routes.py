@@ -44,7 +44,7 @@ async def stdio_client(
         yield client
 
 
-async def test_refresh_stores_tools_then_call_answers(stdio_client: httpx.AsyncClient) -> None:
+async def test_create_lists_tools_then_call_answers(stdio_client: httpx.AsyncClient) -> None:
     created = await stdio_client.post(
         "/api/v1/mcp-servers",
         json={
@@ -56,8 +56,13 @@ async def test_refresh_stores_tools_then_call_answers(stdio_client: httpx.AsyncC
     )
     assert created.status_code == 201, created.text
     server = created.json()
-    assert server["tools"] == []
+    # listed at create: a chat sees the tools without a refresh
+    assert "get_current_time" in {t["name"] for t in server["tools"]}
+    assert server["tools_refreshed_at"] is not None
+    assert server["tools_error"] is None
     assert server["env"] == {"SOME_TOKEN": "***"}
+    stored = (await stdio_client.get(f"/api/v1/mcp-servers/{server['id']}")).json()
+    assert stored["tools"] == server["tools"]
 
     refreshed = await stdio_client.post(f"/api/v1/mcp-servers/{server['id']}/refresh")
     assert refreshed.status_code == 200, refreshed.text
@@ -90,14 +95,31 @@ async def test_refresh_stores_tools_then_call_answers(stdio_client: httpx.AsyncC
     assert "env-secret-98765" not in call.text + refreshed.text + created.text
 
 
-async def test_command_off_the_allow_list_is_refused(stdio_client: httpx.AsyncClient) -> None:
+async def test_command_off_the_allow_list_is_refused_at_create(
+    stdio_client: httpx.AsyncClient,
+) -> None:
     created = await stdio_client.post(
         "/api/v1/mcp-servers",
         json={"name": "sneaky", "transport": "stdio", "command": "/bin/sh", "args": ["-c", "id"]},
     )
-    refreshed = await stdio_client.post(f"/api/v1/mcp-servers/{created.json()['id']}/refresh")
-    assert refreshed.status_code == 422
-    assert "allow-list" in refreshed.json()["detail"]
+    assert created.status_code == 422, created.text
+    assert created.json()["error"] == "Invalid"
+    detail = created.json()["detail"]
+    assert detail.startswith("command: stdio command '/bin/sh' is not on the allow-list")
+    assert "add it to QUIVER_MCP_STDIO_COMMANDS" in detail
+    listed = (await stdio_client.get("/api/v1/mcp-servers")).json()
+    assert listed["total"] == 0
+    good = await stdio_client.post(
+        "/api/v1/mcp-servers", json={"name": "time", "transport": "stdio", "command": TIME_SERVER}
+    )
+    assert good.status_code == 201, good.text
+    patched = await stdio_client.patch(
+        f"/api/v1/mcp-servers/{good.json()['id']}", json={"command": "/bin/sh"}
+    )
+    assert patched.status_code == 422
+    assert "QUIVER_MCP_STDIO_COMMANDS" in patched.json()["detail"]
+    kept = (await stdio_client.get(f"/api/v1/mcp-servers/{good.json()['id']}")).json()
+    assert kept["command"] == TIME_SERVER
 
 
 @pytest.fixture
@@ -171,13 +193,12 @@ async def test_the_call_route_never_serves_a_deleted_server(
     for _ in range(2):  # the second answer comes from the row held in process
         assert (await stdio_client.post(call, json=body)).json()["ok"] is True
 
-    renamed = await stdio_client.patch(
-        f"/api/v1/mcp-servers/{server['id']}", json={"command": "/nowhere/mcp-server-time"}
-    )
+    moved = {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"}
+    renamed = await stdio_client.patch(f"/api/v1/mcp-servers/{server['id']}", json=moved)
     assert renamed.status_code == 200, renamed.text
     refused = (await stdio_client.post(call, json=body)).json()
     assert refused["ok"] is False
-    assert "/nowhere/mcp-server-time" in refused["error"]
+    assert "http://127.0.0.1:9/mcp" in refused["error"]
 
     assert (await stdio_client.delete(f"/api/v1/mcp-servers/{server['id']}")).status_code == 204
     gone = await stdio_client.post(call, json=body)

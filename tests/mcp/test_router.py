@@ -50,7 +50,10 @@ async def test_create_stdio_returns_201(client: httpx.AsyncClient) -> None:
     assert created["headers"] == {}
     assert created["url"] is None
     assert (created["connect_timeout_s"], created["call_timeout_s"]) == (20, 5)
-    assert (created["tools"], created["tools_refreshed_at"]) == ([], None)
+    # the real mcp-server-time was started and its tools listed at create
+    assert "get_current_time" in {t["name"] for t in created["tools"]}
+    assert created["tools_refreshed_at"] is not None
+    assert created.pop("tools_error") is None
     assert (await client.get(f"{PATH}/{created['id']}")).json() == created
 
 
@@ -58,6 +61,10 @@ async def test_create_remote_masks_headers(client: httpx.AsyncClient) -> None:
     created = await create(client, PATH, remote(headers={"Authorization": "Bearer abcdefgh123"}))
     assert created["headers"] == {"Authorization": "***"}
     assert created["transport"] == "streamable_http"
+    # created all the same when its tools cannot be listed yet (here: no such host)
+    assert (created["tools"], created["tools_refreshed_at"]) == ([], None)
+    assert "mcp.test" in created["tools_error"]
+    assert "abcdefgh123" not in created["tools_error"]
     sse = await create(client, PATH, remote("events", transport="sse"))
     assert sse["transport"] == "sse"
 
@@ -78,6 +85,7 @@ async def test_patch_changes_only_sent_fields(
     assert (patched["description"], patched["call_timeout_s"]) == ("Clock", 9)
     assert patched["tools"] == TOOLS, "a description change keeps the cached tools"
     same = {k for k in created if k not in ("description", "call_timeout_s", "updated_at")}
+    same -= {"tools_error"}
     same -= {"tools", "tools_refreshed_at"}
     assert {k: patched[k] for k in same} == {k: created[k] for k in same}
 

@@ -172,7 +172,7 @@ async def test_redirect_to_a_private_address_is_refused() -> None:
                     )
                 assert str(caught.value) == (
                     f"Egress blocked: 127.0.0.1 (loopback) is not an allowed destination "
-                    f"for {target}"
+                    f"for {target}; to allow it, add 127.0.0.1/32 to QUIVER_EGRESS_ALLOW_CIDRS"
                 )
         assert private.log == []
     finally:

@@ -130,7 +130,12 @@ async def test_database_url_in_query_string_is_masked(client: httpx.AsyncClient)
 async def test_mcp_env_and_headers(client: httpx.AsyncClient, session: AsyncSession) -> None:
     stdio = await client.post(
         "/api/v1/mcp-servers",
-        json={"name": "local", "transport": "stdio", "command": "srv", "env": {"K": ENV_VALUE}},
+        json={
+            "name": "local",
+            "transport": "stdio",
+            "command": "mcp-server-time",
+            "env": {"K": ENV_VALUE},
+        },
     )
     remote = await client.post(
         "/api/v1/mcp-servers",

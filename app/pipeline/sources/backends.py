@@ -21,6 +21,7 @@ from app.databases.backend import DatabaseBackend
 from app.knowledge.backend import KnowledgeBackend
 from app.mcp.backend import McpBackend
 from app.pipeline.couse import CoUsePriors
+from app.skills.backend import SkillFileBackend
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +40,8 @@ class Backends:
     """Runs `call_agent` as a child run (none: the tool answers that it cannot run here)."""
     converter: ConversionPool | None = None
     """The worker processes pages are parsed in (`http_fetch`); none: HTML is not converted."""
+    skills: SkillFileBackend | None = None
+    """The files of skill folders (`read_skill(name, path)`; none: only SKILL.md is readable)."""
     couse: CoUsePriors | None = None
     """Each agent's co-use prior from its past runs' tool calls (none: selection ranks alone).
     The one back-end built in the pipeline: a cache over the audit's `ToolHistory`."""

@@ -132,7 +132,7 @@ SKILLS = Source(
     meta_name="read_skill",
     rows=lambda agent: agent.skills,
     mode=lambda modes: modes.skill,
-    meta=lambda rows, b, query: read_skill_toolset(rows),
+    meta=lambda rows, b, query: read_skill_toolset(rows, b.skills if b else None),
     prompt=_skills_prompt,
 )
 """Progressive: stubs in the prompt + `read_skill`. Inline: full content, no tool."""

@@ -68,6 +68,28 @@ def skill_body(skill: Skill) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
+def skill_files_section(skill: Skill) -> str:
+    """The files of the skill's folder, after its instructions (empty without any)."""
+    files = skill.file_index or []
+    if not files:
+        return ""
+    lines = ["", "", f"## Files in {skill.name}"]
+    for info in files:
+        notes = [_size(int(info.get("size") or 0))]
+        if info.get("script"):
+            notes.append("script: stored, not run here")
+        elif not info.get("text"):
+            notes.append(str(info.get("media_type") or "binary"))
+        lines.append(f"- {info['path']} ({', '.join(notes)})")
+    example = files[0]["path"]
+    lines.append(f'Read one with read_skill(name="{skill.name}", path="{example}").')
+    return "\n".join(lines)
+
+
+def _size(size: int) -> str:
+    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
+
+
 def skills_inline(skills: Sequence[Skill]) -> str:
     """Inline mode: every skill's full content in the system prompt."""
     if not skills:
