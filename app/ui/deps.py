@@ -41,6 +41,7 @@ async def admin_only(console: Annotated[Console, Depends(signed_in)]) -> Console
 ConsoleDep = Annotated[Console, Depends(signed_in)]
 AdminDep = Annotated[Console, Depends(admin_only)]
 CsrfField = Annotated[str, Form(alias=CSRF_FIELD)]
+"""Optional in the form schema so a form without it is a 403 (`Console.check_csrf`), not a 422."""
 Offset = Annotated[int, Query(ge=0)]
 
 
@@ -78,7 +79,9 @@ class AdminForm:
             return await failed(self.session, self.console, path, first_error(exc))
 
 
-async def admin_form(session: SessionDep, console: AdminDep, csrf_token: CsrfField) -> AdminForm:
+async def admin_form(
+    session: SessionDep, console: AdminDep, csrf_token: CsrfField = ""
+) -> AdminForm:
     console.check_csrf(csrf_token)
     return AdminForm(session, console)
 

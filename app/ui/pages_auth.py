@@ -57,8 +57,8 @@ async def login_form(request: Request) -> Response:
 async def login(
     request: Request,
     session: SessionDep,
-    api_key: Annotated[str, Form(max_length=1024)],
-    csrf_token: CsrfField,
+    api_key: Annotated[str, Form(max_length=1024)] = "",
+    csrf_token: CsrfField = "",
 ) -> Response:
     expected = request.cookies.get(PRELOGIN_COOKIE, "")
     if not expected or not tokens_match(expected, csrf_token):
@@ -95,7 +95,7 @@ async def login(
 
 @router.post("/logout")
 async def logout(
-    request: Request, session: SessionDep, console: ConsoleDep, csrf_token: CsrfField
+    request: Request, session: SessionDep, console: ConsoleDep, csrf_token: CsrfField = ""
 ) -> Response:
     console.check_csrf(csrf_token)
     await sessions.sign_out(session, request)
