@@ -9,6 +9,7 @@ from sqlalchemy.engine import Connection
 
 from app.config import Settings
 from app.db.engine import create_engine
+from app.db.locks import MIGRATIONS, lock_transaction
 from app.db.registry import Base
 
 config = context.config
@@ -28,6 +29,9 @@ def _configure(connection: Connection) -> None:
         compare_type=True,
     )
     with context.begin_transaction():
+        # Another process migrating the same database meanwhile: wait for it, then find the
+        # schema at head (the current revision is read after the lock is held).
+        lock_transaction(connection, MIGRATIONS)
         context.run_migrations()
 
 
