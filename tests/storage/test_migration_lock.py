@@ -1,5 +1,5 @@
-"""Several `quiver migrate` (or `quiver serve`) processes started at once on an empty Postgres database all succeed
-(an advisory lock serialises them; the later ones find the schema at head)."""
+"""Several `quiver migrate` (or `quiver serve`) processes started at once on an empty Postgres
+database all succeed (an advisory lock serialises them; the later ones find the schema at head)."""
 
 from __future__ import annotations
 
