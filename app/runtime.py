@@ -35,6 +35,7 @@ from app.ops.metrics import Metrics
 from app.pipeline.couse import CoUsePriors
 from app.pipeline.sources.backends import Backends
 from app.security.egress import new_http_client
+from app.security.throttle import FailedAuthThrottle
 
 
 @dataclass(kw_only=True)
@@ -55,6 +56,7 @@ class Runtime:
     keys: ApiKeyCache
     mcp_servers: RowCache[McpServer]
     """MCP server rows for the admin test call (`POST /mcp-servers/{id}/call`)."""
+    auth_throttle: FailedAuthThrottle
 
     @classmethod
     async def start(
@@ -129,6 +131,9 @@ class Runtime:
             agents=agents,
             keys=ApiKeyCache(),
             mcp_servers=RowCache(McpServer, sessionmaker),
+            auth_throttle=FailedAuthThrottle(
+                limit=settings.auth_fail_limit, window_s=settings.auth_fail_window_s
+            ),
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime
