@@ -45,11 +45,12 @@ def _nul_path(value: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
 def body_nul_error(body: bytes, content_type: bytes = b"") -> str | None:
     """The 422 detail for a body that carries a NUL character, else None.
 
-    A raw NUL byte anywhere (every route takes text: JSON, forms, multipart uploads of text
-    files), `%00` in a URL-encoded form, or the escape `\\u0000` in a JSON value (only bodies
-    containing it are parsed here; a body that does not parse is left to the route).
+    A raw NUL byte in UTF-8 text (every route takes text: JSON, forms, multipart uploads of
+    text files; a body that is not UTF-8 is left to the route, which says so), `%00` in a
+    URL-encoded form, or the escape `\\u0000` in a JSON value (only bodies containing it are
+    parsed here; a body that does not parse is left to the route).
     """
-    if b"\x00" in body:
+    if b"\x00" in body and _utf8(body):
         return f"body: {NUL_MESSAGE}"
     media = content_type.split(b";", 1)[0].strip().lower()
     if media == b"application/x-www-form-urlencoded" and _PERCENT_NUL.search(body):
@@ -64,6 +65,14 @@ def body_nul_error(body: bytes, content_type: bytes = b"") -> str | None:
     if where is None:
         return None
     return f"{'.'.join(where) or 'body'}: {NUL_MESSAGE}"
+
+
+def _utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _url_nul_error(scope: Scope) -> str | None:

@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from app.errors import Invalid
+from app.kit.request_guard import NUL_MESSAGE
 
 Format = Literal["text", "markdown", "html"]
 FORMATS: tuple[Format, ...] = ("text", "markdown", "html")
@@ -63,11 +64,14 @@ def detect_format(filename: str | None, content_type: str | None) -> Format:
 def decode(raw: bytes, *, field: str = "file") -> str:
     """UTF-8 (a BOM is dropped); anything else is a 422, never a guess."""
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise Invalid(
             f"{field}: not UTF-8 text (byte {exc.start}); send text, Markdown or HTML"
         ) from exc
+    if "\x00" in text:
+        raise Invalid(f"{field}: {NUL_MESSAGE}")
+    return text
 
 
 class _HtmlText(HTMLParser):

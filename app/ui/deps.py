@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.session import SessionDep
 from app.errors import Invalid, QuiverError
+from app.kit.request_guard import NUL_MESSAGE
 from app.ui import sessions
 from app.ui.render import PageForbidden, SignInRequired, back
 from app.ui.sessions import CSRF_FIELD, Console
@@ -96,9 +97,12 @@ async def upload_text(file: UploadFile | None) -> str:
     if len(raw) > MAX_UPLOAD:
         raise Invalid(f"file: larger than {MAX_UPLOAD // 1_000_000} MB")
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise Invalid("file: not UTF-8 text") from None
+    if "\x00" in text:
+        raise Invalid(f"file: {NUL_MESSAGE}")
+    return text
 
 
 def uuid_or_none(value: str) -> uuid.UUID | None:
