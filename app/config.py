@@ -125,6 +125,10 @@ class Settings(BaseSettings):
     """On SIGTERM: how long open requests and running runs get to finish before they are
     cancelled (runs then end `cancelled`, journaled); keep it below the orchestrator's grace
     period (Kubernetes: `terminationGracePeriodSeconds`)."""
+    history_retention_days: int = Field(0, ge=0, le=36_500)
+    """Conversations (messages, runs, journals) idle for this many days are deleted (hourly
+    sweep); 0 keeps them until `DELETE /conversations/{id}`. Deleting an agent or a tool
+    source never removes history."""
     auth_fail_limit: int = Field(30, ge=0)
     """Failed key attempts (API bearer, MCP endpoint, console sign-in) one client address may
     make per `auth_fail_window_s`; beyond, a failed attempt answers 429 (a valid key always

@@ -17,6 +17,7 @@ from app.audit.sink import ToolCallSink
 from app.chat.delegation import Delegator
 from app.chat.hub import RunHub
 from app.chat.pgwrite import asyncpg_dsn
+from app.chat.retention import RetentionSweeper
 from app.chat.runner import RunManager
 from app.config import Settings
 from app.connectors.audit import AuditSink
@@ -57,6 +58,7 @@ class Runtime:
     mcp_servers: RowCache[McpServer]
     """MCP server rows for the admin test call (`POST /mcp-servers/{id}/call`)."""
     auth_throttle: FailedAuthThrottle
+    retention: RetentionSweeper
 
     @classmethod
     async def start(
@@ -134,7 +136,9 @@ class Runtime:
             auth_throttle=FailedAuthThrottle(
                 limit=settings.auth_fail_limit, window_s=settings.auth_fail_window_s
             ),
+            retention=RetentionSweeper(background or sessionmaker, settings.history_retention_days),
         )
+        runtime.retention.start()
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime
 
@@ -146,6 +150,7 @@ class Runtime:
 
     async def aclose(self) -> None:
         for closer in (
+            self.retention.aclose,
             self.runs.aclose,
             self.mcp.aclose,
             self.connectors.aclose,

@@ -148,6 +148,7 @@ WITH n AS (
 ), c AS (
     INSERT INTO conversations (id, agent_id, title, api_key_id, "user", created_at, updated_at)
     SELECT conversation_id, agent_id, title, api_key_id, "user", $1, $1 FROM n
+    WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = n.agent_id)
 ), r AS (
     INSERT INTO runs (id, conversation_id, agent_id, kind, status, iterations, usage, error,
                       cancel_requested, api_key_id, "user", finished_at, worker_id,
@@ -161,7 +162,9 @@ INSERT INTO messages (id, conversation_id, run_id, seq, role, content, tool_call
 SELECT message_id, conversation_id, run_id, 1, 'user', message, NULL, NULL, NULL, $1 FROM n
 """
 """The conversations, runs, user messages and first events of the new runs queued while the
-previous statement ran (see `RunStarts`): one statement, atomic without a transaction block."""
+previous statement ran (see `RunStarts`): one statement, atomic without a transaction block.
+A run whose agent is gone (deleted behind a cached copy) gets no conversation, so its run row
+fails the conversation's foreign key: the caller's 404."""
 _MAX_STARTS = 500
 
 

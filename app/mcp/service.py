@@ -4,6 +4,7 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.tombstones import RemembersDeleted
 from app.db.base import utcnow
 from app.db.row_cache import RowCache
 from app.errors import Invalid, NotFound
@@ -19,7 +20,8 @@ from app.tools.timing import timed_tool_call
 from app.tools.validation import invalid_arguments, validate_arguments
 
 
-class McpServerService(CrudService[McpServer]):
+class McpServerService(RemembersDeleted, CrudService[McpServer]):
+    history_kind = "mcp"
     repository = McpServerRepository
     label = "MCP server"
 

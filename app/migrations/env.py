@@ -22,6 +22,12 @@ def _settings() -> Settings:
 
 
 def _configure(connection: Connection) -> None:
+    if connection.dialect.name == "sqlite":
+        # Batch mode rebuilds a table (copy, drop, rename): with foreign keys on, dropping the
+        # old copy would cascade into its children (a run's journal, a conversation's runs).
+        # Before any transaction is open, where SQLite honours the pragma.
+        connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        connection.commit()  # end the transaction the statement began (Alembic opens its own)
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
