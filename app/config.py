@@ -125,6 +125,15 @@ class Settings(BaseSettings):
     """On SIGTERM: how long open requests and running runs get to finish before they are
     cancelled (runs then end `cancelled`, journaled); keep it below the orchestrator's grace
     period (Kubernetes: `terminationGracePeriodSeconds`)."""
+    history_retention_days: int = Field(0, ge=0, le=36_500)
+    """Conversations (messages, runs, journals) idle for this many days are deleted (hourly
+    sweep); 0 keeps them until `DELETE /conversations/{id}`. Deleting an agent or a tool
+    source never removes history."""
+    auth_fail_limit: int = Field(30, ge=0)
+    """Failed key attempts (API bearer, MCP endpoint, console sign-in) one client address may
+    make per `auth_fail_window_s`; beyond, a failed attempt answers 429 (a valid key always
+    passes). 0: no limit."""
+    auth_fail_window_s: float = Field(60.0, gt=0, le=86_400)
     max_body_bytes: int = Field(10_000_000, ge=1024)
     """Request bodies above this answer 413 before they are parsed (chunked ones too)."""
     max_import_bytes: int = Field(64_000_000, ge=1024)

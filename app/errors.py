@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 
@@ -93,7 +95,45 @@ def _format_validation(errors: list[Any]) -> str:
     return "; ".join(parts)
 
 
+_STORAGE_MESSAGES = ("database or disk is full", "disk i/o error", "no space left on device")
+_STORAGE_STATES = ("53100", "58030")
+"""Postgres: disk_full, io_error."""
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """Why storage could not take a write (a full disk, a failing one), else None: the
+    answer is a 503, not a 500 — the request was fine and nothing of it was kept (its
+    transaction rolled back)."""
+    orig = getattr(exc, "orig", None) or exc
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    text = str(orig).lower()
+    if state in _STORAGE_STATES or any(m in text for m in _STORAGE_MESSAGES):
+        return str(orig).splitlines()[0][:200] if str(orig) else type(orig).__name__
+    return None
+
+
+STORAGE_ERRORS = (DBAPIError, asyncpg.PostgresError)
+"""What a storage failure is raised as (through SQLAlchemy, or raw asyncpg on the run path)."""
+
+
+def storage_unavailable(exc: BaseException) -> Unavailable | None:
+    """The 503 for a storage failure (`storage_failure`), else None (a bug: a 500)."""
+    reason = storage_failure(exc)
+    if reason is None:
+        return None
+    return Unavailable(f"storage is full or failing ({reason}); nothing was saved, retry later")
+
+
 def add_error_handlers(app: FastAPI) -> None:
+    async def _storage(_: Request, exc: Exception) -> JSONResponse:
+        error = storage_unavailable(exc)
+        if error is None:
+            raise exc  # anything else is a bug: the server's 500
+        return JSONResponse(error_body(error.kind, error.message), error.status_code)
+
+    for kind in STORAGE_ERRORS:
+        app.add_exception_handler(kind, _storage)
+
     @app.exception_handler(QuiverError)
     async def _quiver(_: Request, exc: QuiverError) -> JSONResponse:
         return JSONResponse(

@@ -18,6 +18,7 @@ from app.audit.sink import ToolCallSink
 from app.chat.delegation import Delegator
 from app.chat.hub import RunHub
 from app.chat.pgwrite import asyncpg_dsn
+from app.chat.retention import RetentionSweeper
 from app.chat.runner import RunManager
 from app.config import Settings
 from app.connectors.audit import AuditSink
@@ -38,6 +39,7 @@ from app.ops.metrics import Metrics
 from app.pipeline.couse import CoUsePriors
 from app.pipeline.sources.backends import Backends
 from app.security.egress import new_http_client
+from app.security.throttle import FailedAuthThrottle
 from app.skills.backend import SkillFiles
 
 
@@ -65,6 +67,8 @@ class Runtime:
     ingest: KnowledgeIngest
     warming: asyncio.Task[None] | None = None
     """The conversion workers starting in the background."""
+    auth_throttle: FailedAuthThrottle
+    retention: RetentionSweeper
 
     @classmethod
     async def start(
@@ -154,7 +158,12 @@ class Runtime:
                 settings=settings, sessionmaker=sessionmaker, converter=converter, http=http
             ),
             warming=warming,
+            auth_throttle=FailedAuthThrottle(
+                limit=settings.auth_fail_limit, window_s=settings.auth_fail_window_s
+            ),
+            retention=RetentionSweeper(background or sessionmaker, settings.history_retention_days),
         )
+        runtime.retention.start()
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime
 
@@ -171,6 +180,7 @@ class Runtime:
                 await self.warming
         for closer in (
             self.ingest.aclose,
+            self.retention.aclose,
             self.runs.aclose,
             self.mcp.aclose,
             self.connectors.aclose,

@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.schemas import AgentCreate, AgentUpdate
+from app.audit.tombstones import RemembersDeleted
 from app.connectors.repository import ConnectorRepository
 from app.databases.repository import DatabaseRepository
 from app.errors import Invalid
@@ -27,7 +28,8 @@ _LINKS: dict[str, tuple[str, type[RepositoryBase[Any]]]] = {
 }
 
 
-class AgentService(CrudService[Agent]):
+class AgentService(RemembersDeleted, CrudService[Agent]):
+    history_kind = "agent"
     repository = AgentRepository
     label = "agent"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -12,7 +12,8 @@ from app.apikeys.cache import ApiKeyCache
 from app.apikeys.models import ApiKey
 from app.apikeys.service import api_key_service
 from app.db.session import SessionDep
-from app.errors import Forbidden, Unauthorized
+from app.errors import Forbidden, QuiverError, Unauthorized
+from app.security.throttle import FailedAuthThrottle
 
 
 def _bearer(request: Request) -> str:
@@ -41,12 +42,23 @@ async def _lookup(request: Request, token: str) -> ApiKey | None:
     return key
 
 
+def failed_attempt(app: Any, client: tuple[str, int] | None, error: QuiverError) -> QuiverError:
+    """What a failed key attempt from `client` answers: `error`, or a 429 once the address
+    is over its limit (`app/security/throttle.py`). Valid keys never come here."""
+    throttle: FailedAuthThrottle | None = getattr(
+        getattr(app.state, "runtime", None), "auth_throttle", None
+    )
+    refused = throttle.failed(client[0] if client else None) if throttle else None
+    return refused or error
+
+
 async def _authenticate(request: Request) -> ApiKey:
     """Without the request's session (`SessionDep`): a route served from the in-process caches
     then opens none (docs/benchmarks.md, "MCP call overhead")."""
     key = await _lookup(request, _bearer(request))
     if key is None:
-        raise Unauthorized("invalid or revoked API key")
+        client = (request.client.host, request.client.port) if request.client else None
+        raise failed_attempt(request.app, client, Unauthorized("invalid or revoked API key"))
     return key
 
 

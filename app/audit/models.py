@@ -36,3 +36,19 @@ class ToolCall(IdMixin, Base):
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, index=True
     )
+
+
+class DeletedResource(Base):
+    """A deleted agent, connector, database or MCP server, as its history shows it: runs,
+    conversations and audit rows outlive the resource (only deleting a conversation, or the
+    retention setting, removes history)."""
+
+    __tablename__ = "deleted_resources"
+    __table_args__ = (Index("ix_deleted_resources_kind_name", "kind", "name"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    """The resource's own id."""
+    kind: Mapped[str] = mapped_column(String(16))
+    """agent | connector | database | mcp (the audit kinds)."""
+    name: Mapped[str] = mapped_column(String(256))
+    deleted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from datetime import datetime
 
 from sqlalchemy import select
 
-from app.audit.models import ToolCall
+from app.audit.models import DeletedResource, ToolCall
 from app.kit.repository import RepositoryBase
 from app.tenancy.principal import Principal
 from app.tenancy.repository import visible_to
@@ -60,3 +62,36 @@ class ToolCallRepository(RepositoryBase[ToolCall]):
         if ok is not None:
             stmt = stmt.where(ToolCall.ok.is_(ok))
         return await self.paginate(limit=limit, offset=offset, stmt=stmt)
+
+
+class DeletedResourceRepository(RepositoryBase[DeletedResource]):
+    model = DeletedResource
+
+    async def remember(self, kind: str, id: uuid.UUID, name: str) -> None:
+        if await self.session.get(DeletedResource, id) is None:
+            self.session.add(DeletedResource(id=id, kind=kind, name=name[:256]))
+
+    async def names(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """Deleted resources among `ids`: id → name."""
+        wanted = set(ids)
+        if not wanted:
+            return {}
+        stmt = select(DeletedResource.id, DeletedResource.name).where(
+            DeletedResource.id.in_(wanted)
+        )
+        return {row.id: row.name for row in await self.session.execute(stmt)}
+
+    async def deleted_at(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], datetime]:
+        """(kind, name) → when the latest resource of that kind and name was deleted."""
+        wanted = set(keys)
+        if not wanted:
+            return {}
+        stmt = select(DeletedResource.kind, DeletedResource.name, DeletedResource.deleted_at).where(
+            DeletedResource.name.in_({name for _, name in wanted}),
+            DeletedResource.kind.in_({kind for kind, _ in wanted}),
+        )
+        found: dict[tuple[str, str], datetime] = {}
+        for kind, name, at in await self.session.execute(stmt):
+            if (kind, name) in wanted and ((kind, name) not in found or at > found[kind, name]):
+                found[kind, name] = at
+        return found

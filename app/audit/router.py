@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 
 from app.audit.repository import ToolCallRepository
 from app.audit.schemas import ToolCallRead
+from app.audit.tombstones import deleted_targets
 from app.db.session import SessionDep
 from app.kit.pagination import PageDep
 from app.kit.schemas import Page
@@ -38,13 +39,20 @@ async def tool_calls(
         limit=page.limit,
         offset=page.offset,
     )
+    deleted = await deleted_targets(session, rows)
     items = [
         ToolCallRead.model_validate(
-            {**{c: getattr(row, c) for c in _COLUMNS}, "status": "ok" if row.ok else "error"}
+            {
+                **{c: getattr(row, c) for c in _COLUMNS},
+                "status": "ok" if row.ok else "error",
+                "target_deleted": row.id in deleted,
+            }
         )
         for row in rows
     ]
     return Page(items=items, total=total, limit=page.limit, offset=page.offset)
 
 
-_COLUMNS = tuple(name for name in ToolCallRead.model_fields if name != "status")
+_COLUMNS = tuple(
+    name for name in ToolCallRead.model_fields if name not in ("status", "target_deleted")
+)

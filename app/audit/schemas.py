@@ -17,6 +17,9 @@ class ToolCallRead(Schema):
     kind: str
     name: str
     target: str | None
+    target_deleted: bool = False
+    """The resource the call reached (a connector, database, MCP server or agent) was
+    deleted since; the call stays in the audit."""
     arguments: dict[str, Any]
     """Redacted."""
     ok: bool

@@ -7,7 +7,6 @@ call of a quiet session is a batch of its own). Other stores go through a sessio
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -16,6 +15,7 @@ import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.models import ToolCall
+from app.db import storable
 from app.db.base import utcnow
 from app.db.batch_sink import BatchSink
 from app.db.pgconn import DedicatedConnection
@@ -67,7 +67,7 @@ def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:
         [r.kind for r in batch],
         [r.name for r in batch],
         [r.target for r in batch],
-        [json.dumps(r.arguments or {}, separators=(",", ":")) for r in batch],
+        [storable.json_text(r.arguments or {}) for r in batch],
         [bool(r.ok) for r in batch],
         [r.error for r in batch],
         [float(r.latency_ms or 0.0) for r in batch],

@@ -27,7 +27,7 @@ from app.chat.router import run_stream
 from app.chat.runner import RunManager
 from app.chat.schemas import ChatRequest
 from app.config import Settings
-from app.errors import QuiverError, error_body
+from app.errors import STORAGE_ERRORS, QuiverError, error_body, storage_unavailable
 from app.kit.request_guard import replay_body
 from app.tenancy.principal import Principal, user_header
 
@@ -81,9 +81,12 @@ class ChatFastPath:
         scope["route"] = self.route
         try:
             active, queue = await runs.start(req, principal)
-        except QuiverError as exc:
+        except (QuiverError, *STORAGE_ERRORS) as exc:
+            known = exc if isinstance(exc, QuiverError) else storage_unavailable(exc)
+            if known is None:
+                raise
             error = JSONResponse(
-                error_body(exc.kind, exc.message), exc.status_code, headers=exc.headers()
+                error_body(known.kind, known.message), known.status_code, headers=known.headers()
             )
             await error(scope, receive, send)
             return

@@ -31,6 +31,7 @@ from app.audit.models import ToolCall
 from app.chat.hub import CHANNEL, RunHub
 from app.chat.pgwrite import JournalConnection, Settle
 from app.chat.repository import ConversationRepository, JournalRepository, RunRepository
+from app.db import storable
 from app.events import RunEvent, event_from_record, event_payload
 from app.security.redact import redact
 
@@ -338,7 +339,7 @@ class JournalWriter:
 
     @staticmethod
     def _clean(event: RunEvent) -> tuple[dict[str, Any], RunEvent]:
-        data = redact(event_payload(event))
+        data = storable.value(redact(event_payload(event)))
         return data, event_from_record(event.kind, data)
 
     def first(self, event: RunEvent) -> tuple[int, RunEvent, dict[str, Any]]:

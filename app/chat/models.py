@@ -23,9 +23,9 @@ from app.db.base import Base, IdMixin, TimestampMixin, utcnow
 class Conversation(IdMixin, TimestampMixin, Base):
     __tablename__ = "conversations"
 
-    agent_id: Mapped[uuid.UUID] = mapped_column(
-        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
-    )
+    agent_id: Mapped[uuid.UUID] = mapped_column(Uuid, index=True)
+    """No foreign key: the conversation outlives its agent (a deleted agent's name is in
+    `deleted_resources`); new conversations are stored only for an existing agent."""
     title: Mapped[str] = mapped_column(String(256), default="")
     api_key_id: Mapped[uuid.UUID | None] = mapped_column(
         Uuid, ForeignKey("api_keys.id", ondelete="SET NULL"), index=True, default=None
@@ -74,9 +74,8 @@ class Run(IdMixin, TimestampMixin, Base):
     conversation_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("conversations.id", ondelete="CASCADE"), index=True
     )
-    agent_id: Mapped[uuid.UUID] = mapped_column(
-        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
-    )
+    agent_id: Mapped[uuid.UUID] = mapped_column(Uuid, index=True)
+    """No foreign key: the run outlives its agent (see `Conversation.agent_id`)."""
     kind: Mapped[str] = mapped_column(String(16), default="chat", server_default="chat")
     """chat | mcp_session (one MCP session's tool calls, no model events)."""
     status: Mapped[str] = mapped_column(String(32), default="running")

@@ -3,22 +3,41 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.approvals.service import pending_of_run
+from app.audit.tombstones import deleted_names
 from app.chat.models import Run
-from app.chat.operator_repository import ConversationQueryRepository, RunQueryRepository
+from app.chat.operator_repository import (
+    ConversationQueryRepository,
+    RunQueryRepository,
+    agent_names,
+)
 from app.chat.repository import RunRepository
-from app.chat.schemas import ConversationSummary, RunRead
+from app.chat.schemas import AgentRef, ConversationSummary, RunRead
 from app.errors import Conflict
 from app.kit.pagination import PageParams
 from app.kit.schemas import Page
 from app.tenancy.principal import Principal
 
 
-def _run_read(run: Run, terminal: dict[str, Any] | None) -> RunRead:
+async def agent_refs(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, AgentRef]:
+    """id → the agent as history shows it: its name, deleted or not."""
+    wanted = set(ids)
+    live = await agent_names(session, wanted)
+    gone = await deleted_names(session, sorted(wanted - set(live)))
+    return {
+        id: AgentRef(id=id, name=live[id])
+        if id in live
+        else AgentRef(id=id, name=gone.get(id), deleted=True)
+        for id in wanted
+    }
+
+
+def _run_read(run: Run, terminal: dict[str, Any] | None, agent: AgentRef) -> RunRead:
     terminal = terminal or {}
     reason = terminal.get("reason")
     if reason is None and isinstance(terminal.get("error"), dict):
@@ -29,6 +48,7 @@ def _run_read(run: Run, terminal: dict[str, Any] | None) -> RunRead:
         updated_at=run.updated_at,
         conversation_id=run.conversation_id,
         agent_id=run.agent_id,
+        agent=agent,
         kind=run.kind,
         status=run.status,
         started_at=run.created_at,
@@ -64,14 +84,16 @@ async def list_runs(
         offset=page.offset,
     )
     terminals = await repo.terminal_events([run.id for run in runs])
-    items = [_run_read(run, terminals.get(run.id)) for run in runs]
+    agents = await agent_refs(session, {run.agent_id for run in runs})
+    items = [_run_read(run, terminals.get(run.id), agents[run.agent_id]) for run in runs]
     return Page(items=items, total=total, limit=page.limit, offset=page.offset)
 
 
 async def get_run(session: AsyncSession, principal: Principal, run_id: uuid.UUID) -> RunRead:
     repo = RunQueryRepository(session)
     run = principal.owned(await repo.get(run_id), "run", run_id)
-    read = _run_read(run, (await repo.terminal_events([run.id])).get(run.id))
+    agents = await agent_refs(session, [run.agent_id])
+    read = _run_read(run, (await repo.terminal_events([run.id])).get(run.id), agents[run.agent_id])
     if run.status == "running":
         read.pending_approvals = await pending_of_run(session, run.id)
     return read
@@ -87,8 +109,17 @@ async def list_conversations(
     rows, total = await ConversationQueryRepository(session).page(
         principal, agent_id=agent_id, limit=page.limit, offset=page.offset
     )
-    items = [ConversationSummary.model_validate(row) for row in rows]
+    agents = await agent_refs(session, {row.agent_id for row in rows})
+    items = [
+        ConversationSummary.model_validate(
+            {**{f: getattr(row, f) for f in _SUMMARY_FIELDS}, "agent": agents[row.agent_id]}
+        )
+        for row in rows
+    ]
     return Page(items=items, total=total, limit=page.limit, offset=page.offset)
+
+
+_SUMMARY_FIELDS = tuple(f for f in ConversationSummary.model_fields if f != "agent")
 
 
 async def delete_conversation(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agents.models import Agent
 from app.chat.models import Conversation, Run, RunEventRecord
 from app.events import TERMINAL_KINDS
 from app.kit.repository import RepositoryBase
@@ -48,6 +51,15 @@ class RunQueryRepository(RepositoryBase[Run]):
         return dict(rows)
 
 
+async def agent_names(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The names of the existing agents among `ids`."""
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    stmt = select(Agent.id, Agent.name).where(Agent.id.in_(wanted))
+    return {row.id: row.name for row in await session.execute(stmt)}
+
+
 class ConversationQueryRepository(RepositoryBase[Conversation]):
     model = Conversation
 
@@ -62,6 +74,21 @@ class ConversationQueryRepository(RepositoryBase[Conversation]):
         if agent_id is not None:
             stmt = stmt.where(Conversation.agent_id == agent_id)
         return await self.paginate(limit=limit, offset=offset, stmt=stmt)
+
+    async def remove_idle_since(self, cutoff: datetime) -> int:
+        """Delete the conversations created before `cutoff` with no run since and none
+        running (their messages, runs and journals go with them); how many."""
+        active = (
+            select(Run.id)
+            .where(
+                Run.conversation_id == Conversation.id,
+                or_(Run.created_at >= cutoff, Run.status == "running"),
+            )
+            .exists()
+        )
+        stmt = delete(Conversation).where(Conversation.created_at < cutoff, ~active)
+        result = await self.session.execute(stmt, execution_options={"synchronize_session": False})
+        return int(getattr(result, "rowcount", 0) or 0)
 
     async def remove(self, conversation_id: uuid.UUID) -> None:
         """Its messages, runs and their journals go with it (ON DELETE CASCADE)."""

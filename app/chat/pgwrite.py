@@ -35,16 +35,13 @@ import asyncpg
 
 from app.audit.models import ToolCall
 from app.audit.sink import insert_tool_calls_sql, tool_call_arrays
+from app.db import storable
 from app.db.base import utcnow
 from app.db.pgconn import DedicatedConnection, PgTarget
 
 
 def asyncpg_dsn(async_url: str) -> str:
     return async_url.replace("postgresql+asyncpg://", "postgresql://", 1)
-
-
-def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +148,7 @@ WITH n AS (
 ), c AS (
     INSERT INTO conversations (id, agent_id, title, api_key_id, "user", created_at, updated_at)
     SELECT conversation_id, agent_id, title, api_key_id, "user", $1, $1 FROM n
+    WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = n.agent_id)
 ), r AS (
     INSERT INTO runs (id, conversation_id, agent_id, kind, status, iterations, usage, error,
                       cancel_requested, api_key_id, "user", finished_at, worker_id,
@@ -164,7 +162,9 @@ INSERT INTO messages (id, conversation_id, run_id, seq, role, content, tool_call
 SELECT message_id, conversation_id, run_id, 1, 'user', message, NULL, NULL, NULL, $1 FROM n
 """
 """The conversations, runs, user messages and first events of the new runs queued while the
-previous statement ran (see `RunStarts`): one statement, atomic without a transaction block."""
+previous statement ran (see `RunStarts`): one statement, atomic without a transaction block.
+A run whose agent is gone (deleted behind a cached copy) gets no conversation, so its run row
+fails the conversation's foreign key: the caller's 404."""
 _MAX_STARTS = 500
 
 
@@ -255,7 +255,7 @@ class RunStarts:
             [uuid.uuid4() for _ in batch],
             [n.message for n in batch],
             [n.event[0] if n.event else None for n in batch],
-            [_json(n.event[1]) if n.event else None for n in batch],
+            [storable.json_or_none(n.event[1]) if n.event else None for n in batch],
         )
         try:
             await self._run(_START_MANY, args, fetch=False)
@@ -273,8 +273,8 @@ class RunStarts:
             try:
                 async with pool.acquire() as conn:
                     if fetch:
-                        return list(await conn.fetch(sql, *args))
-                    await conn.execute(sql, *args)
+                        return list(await conn.fetch(sql, *storable.params(args)))
+                    await conn.execute(sql, *storable.params(args))
                     return []
             except asyncpg.UniqueViolationError as exc:
                 if attempt > 1 and exc.constraint_name in _STORED_BEFORE:
@@ -332,7 +332,7 @@ class RunStarts:
         for attempt in range(1, attempts + 1):
             try:
                 async with pool.acquire() as conn:
-                    row: asyncpg.Record | None = await conn.fetchrow(query, *args)
+                    row: asyncpg.Record | None = await conn.fetchrow(query, *storable.params(args))
                     return row
             except Exception as exc:
                 if attempt == attempts or not _is_disconnect(exc):
@@ -410,7 +410,7 @@ def events_args(
         [e[0] for e in events],
         [e[1] for e in events],
         [e[2] for e in events],
-        [json.dumps(e[3], separators=(",", ":")) for e in events],
+        [storable.json_text(e[3]) for e in events],
         channel,
         [str(r) for r in runs],
     )
@@ -435,20 +435,20 @@ def batch_args(
         [e[0] for e in events],
         [e[1] for e in events],
         [e[2] for e in events],
-        [json.dumps(e[3], separators=(",", ":")) for e in events],
+        [storable.json_text(e[3]) for e in events],
         [c for c, _, _, _ in msgs],
         [r for _, r, _, _ in msgs],
         [i for _, _, i, _ in msgs],
         [m["role"] for *_, m in msgs],
         [m.get("content") for *_, m in msgs],
-        [_json(m.get("tool_calls")) for *_, m in msgs],
+        [storable.json_or_none(m.get("tool_calls")) for *_, m in msgs],
         [m.get("tool_call_id") for *_, m in msgs],
         [m.get("name") for *_, m in msgs],
         [s.run_id for s in settles],
         [s.status for s in settles],
         [s.iterations for s in settles],
-        [json.dumps(s.usage, separators=(",", ":")) for s in settles],
-        [_json(s.error) for s in settles],
+        [storable.json_text(s.usage) for s in settles],
+        [storable.json_or_none(s.error) for s in settles],
         channel,
         [str(r) for r in runs],
         *tool_call_arrays(audit),

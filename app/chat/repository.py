@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, delete, exists, func, insert, select, text, update
+from sqlalchemy import Table, delete, exists, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agents.models import Agent
 from app.chat.models import Conversation, Message, Run, RunEventRecord, Worker
 from app.db.base import Base, utcnow
 from app.kit.repository import RepositoryBase
@@ -150,9 +151,17 @@ class ConversationRepository(RepositoryBase[Conversation]):
         stmt = select(Conversation).where(Conversation.id == conversation_id).with_for_update()
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
-    async def insert(self, **values: Any) -> None:
-        """A new conversation (Core INSERT: the columns' defaults fill in the rest)."""
-        await self.session.execute(insert(_table(Conversation)).values(**values))
+    async def insert_for_agent(self, **values: Any) -> bool:
+        """A new conversation when its agent (`values["agent_id"]`) exists (there is no
+        foreign key: history outlives the agent): was it stored?"""
+        table = _table(Conversation)
+        values.setdefault("created_at", utcnow())
+        values.setdefault("updated_at", values["created_at"])
+        row = select(*(literal(v, table.c[k].type).label(k) for k, v in values.items())).where(
+            exists().where(_table(Agent).c.id == values["agent_id"])
+        )
+        result = await self.session.execute(insert(table).from_select(list(values), row))
+        return bool(getattr(result, "rowcount", 0))
 
     async def insert_messages(
         self,

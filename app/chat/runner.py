@@ -369,13 +369,15 @@ class RunManager:
             conversation_id = conversation.id
         else:
             conversation_id = uuid.uuid4()
-            await conversations.insert(
+            stored = await conversations.insert_for_agent(
                 id=conversation_id,
                 agent_id=agent.id,
                 title=req.message[:80],
                 api_key_id=principal.key_id,
                 user=principal.user,
             )
+            if not stored:
+                raise self._gone(req)  # deleted behind a cached copy
             history = []
         await RunRepository(session).insert(
             id=run_id,

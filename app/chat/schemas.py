@@ -30,6 +30,16 @@ class MessageRead(Schema):
     created_at: datetime
 
 
+class AgentRef(Schema):
+    """The agent a run or conversation belongs to; history outlives it (`deleted: true`, its
+    name kept)."""
+
+    id: uuid.UUID
+    name: str | None
+    """None only for an agent deleted before Quiver kept the names of deleted agents."""
+    deleted: bool = False
+
+
 class RunSummary(ReadSchema):
     status: str
     iterations: int
@@ -40,6 +50,7 @@ class RunSummary(ReadSchema):
 
 class ConversationRead(ReadSchema):
     agent_id: uuid.UUID
+    agent: AgentRef
     title: str
     api_key_id: uuid.UUID | None
     user: str | None
@@ -58,6 +69,8 @@ class RunRead(ReadSchema):
 
     conversation_id: uuid.UUID
     agent_id: uuid.UUID
+    agent: AgentRef
+    """The agent's name, and whether it was deleted since (its runs stay readable)."""
     kind: str = "chat"
     """chat, or mcp_session (the tool calls of one MCP session)."""
     status: str
@@ -80,6 +93,7 @@ class RunRead(ReadSchema):
 
 class ConversationSummary(ReadSchema):
     agent_id: uuid.UUID
+    agent: AgentRef
     title: str
     api_key_id: uuid.UUID | None
     user: str | None

@@ -6,6 +6,7 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.chat.operator import agent_refs
 from app.chat.repository import ConversationRepository, RunRepository
 from app.chat.schemas import ConversationRead, MessageRead, RunSummary
 from app.tenancy.principal import Principal
@@ -19,11 +20,13 @@ async def get_conversation(
     )
     messages = await ConversationRepository(session).messages(conversation_id)
     runs = await RunRepository(session).runs_of(conversation_id)
+    agents = await agent_refs(session, [conversation.agent_id])
     return ConversationRead(
         id=conversation.id,
         created_at=conversation.created_at,
         updated_at=conversation.updated_at,
         agent_id=conversation.agent_id,
+        agent=agents[conversation.agent_id],
         title=conversation.title,
         api_key_id=conversation.api_key_id,
         user=conversation.user,

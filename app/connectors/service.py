@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.tombstones import RemembersDeleted
 from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
 from app.connectors.openapi import ConnectorDraft, ImportFilters, parse_openapi
@@ -100,7 +101,8 @@ def _actions_from(
     return draft, actions
 
 
-class ConnectorService(CrudService[Connector]):
+class ConnectorService(RemembersDeleted, CrudService[Connector]):
+    history_kind = "connector"
     repository = ConnectorRepository
     label = "connector"
 

@@ -6,6 +6,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import flag_modified
 
+from app.audit.tombstones import RemembersDeleted
 from app.databases.backend import DatabaseBackend
 from app.databases.engines import EngineCache
 from app.databases.introspect import introspect, merge_schema
@@ -33,7 +34,8 @@ def _dialect(url: str) -> str:
     return dialect
 
 
-class DatabaseService(CrudService[DatabaseConnector]):
+class DatabaseService(RemembersDeleted, CrudService[DatabaseConnector]):
+    history_kind = "database"
     repository = DatabaseRepository
     label = "database"
 

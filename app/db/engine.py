@@ -14,26 +14,44 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
 
 from app.config import Settings
+from app.db import storable
 
 
 def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
     url = settings.async_database_url
     if url.startswith("sqlite"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
+        engine = create_async_engine(
+            url, connect_args={"timeout": 30}, json_serializer=storable.json_text, **kwargs
+        )
+        _store_no_nul(engine)
         _enable_sqlite_foreign_keys(engine)
         _utc_sqlite_datetimes(engine)
         return engine
     if settings.behind_pooler:
         kwargs.setdefault("connect_args", pooled_connect_args())
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         pool_pre_ping=True,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_timeout=settings.db_pool_timeout_s,
+        json_serializer=storable.json_text,
         **kwargs,
     )
+    _store_no_nul(engine)
+    return engine
+
+
+def _store_no_nul(engine: AsyncEngine) -> None:
+    """Text parameters of every statement without NUL characters (`storable`); JSON values
+    are encoded without them by the engine's `json_serializer`."""
+
+    @event.listens_for(engine.sync_engine, "before_cursor_execute", retval=True)
+    def _clean(
+        _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
+    ) -> tuple[str, Any]:
+        return statement, storable.params(parameters)
 
 
 def pooled_connect_args() -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Opened on first use and again after it broke: a statement interrupted by anything but the
 server's own refusal (a dropped connection, a cancellation mid-statement) terminates it, so
-it is never reused half-way through a statement. Callers decide whether to retry.
+it is never reused half-way through a statement. Callers decide whether to retry. Text
+parameters go through `storable.params` (no NUL characters reach Postgres).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+
+from app.db import storable
 
 
 class PgTarget(str):
@@ -43,7 +46,7 @@ class DedicatedConnection:
         if self._conn is None or self._conn.is_closed():
             self._conn = await connect(self._dsn)
         try:
-            await self._conn.execute(query, *args)
+            await self._conn.execute(query, *storable.params(args))
         except asyncpg.PostgresError:
             raise  # the server answered (refused it): the connection is fine, or known closed
         except BaseException:

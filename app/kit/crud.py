@@ -72,5 +72,10 @@ class CrudService(Generic[M]):
 
     async def delete(self, session: AsyncSession, id: uuid.UUID) -> M:
         obj = await self.get(session, id)
+        await self.deleted(session, obj)
         await self.repo(session).delete(obj)
         return obj
+
+    async def deleted(self, session: AsyncSession, obj: M) -> None:
+        """Called in `delete`'s transaction before the row goes (a resource whose history
+        outlives it leaves its tombstone: `audit/tombstones.py:RemembersDeleted`)."""

@@ -37,6 +37,8 @@ DESCRIPTIONS: dict[str, str] = {
     "409": "Conflict (e.g. duplicate name)",
     "413": "Request body larger than QUIVER_MAX_BODY_BYTES",
     "422": "Invalid input (the detail names the field), malformed JSON or a NUL character",
+    "429": "Too many requests: the key's rate limit, or too many failed key attempts from "
+    "this address (see Retry-After)",
     "502": "The upstream server failed",
     "503": "A required back-end is not available",
 }
@@ -59,7 +61,7 @@ def _statuses(path: str, operation: dict[str, Any]) -> set[str]:
     """The error statuses the guards around every route can answer for this operation."""
     statuses = {"422"}  # query/path validation, NUL characters anywhere in the request
     if path.startswith("/api/"):
-        statuses |= {"401", "403"}
+        statuses |= {"401", "403", "429"}
     if "requestBody" in operation:
         statuses.add("413")
     if any(p.get("in") == "path" for p in operation.get("parameters", [])):

@@ -3,7 +3,9 @@
 Runs before any parsing, so an oversized body is refused without being read to its end (chunked
 bodies without `Content-Length` are counted as they arrive), and no text containing U+0000 reaches
 storage: PostgreSQL cannot store it in text or JSON columns while SQLite would, so it is refused
-the same way on both stores.
+the same way on both stores — in JSON, URL-encoded forms and multipart uploads alike. (What a
+run meets — model output, fetched pages, tool results — is stored with NUL replaced instead:
+`app/db/storable.py`.)
 """
 
 from __future__ import annotations
@@ -40,12 +42,19 @@ def _nul_path(value: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
     return None
 
 
-def body_nul_error(body: bytes) -> str | None:
-    """The 422 detail for a JSON body that carries an escaped NUL, else None.
+def body_nul_error(body: bytes, content_type: bytes = b"") -> str | None:
+    """The 422 detail for a body that carries a NUL character, else None.
 
-    Only bodies containing the escape `\\u0000` are parsed here (a raw NUL byte is already
-    invalid JSON); a body that does not parse is left to the route's own validation.
+    A raw NUL byte in UTF-8 text (every route takes text: JSON, forms, multipart uploads of
+    text files; a body that is not UTF-8 is left to the route, which says so), `%00` in a
+    URL-encoded form, or the escape `\\u0000` in a JSON value (only bodies containing it are
+    parsed here; a body that does not parse is left to the route).
     """
+    if b"\x00" in body and _utf8(body):
+        return f"body: {NUL_MESSAGE}"
+    media = content_type.split(b";", 1)[0].strip().lower()
+    if media == b"application/x-www-form-urlencoded" and _PERCENT_NUL.search(body):
+        return f"body: {NUL_MESSAGE}"
     if _ESCAPED_NUL not in body:
         return None
     try:
@@ -56,6 +65,14 @@ def body_nul_error(body: bytes) -> str | None:
     if where is None:
         return None
     return f"{'.'.join(where) or 'body'}: {NUL_MESSAGE}"
+
+
+def _utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _url_nul_error(scope: Scope) -> str | None:
@@ -70,7 +87,7 @@ def _url_nul_error(scope: Scope) -> str | None:
 
 class RequestGuard:
     """Refuses, before routing: bodies above `max_body_bytes` (413) and NUL characters in the
-    path, the query string or a JSON body (422). The body is read once and replayed to the app;
+    path, the query string or the body (422). The body is read once and replayed to the app;
     later `receive` calls (client disconnects) go to the server as before."""
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int, max_import_bytes: int) -> None:
@@ -110,7 +127,7 @@ class RequestGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        detail = body_nul_error(body)
+        detail = body_nul_error(body, headers.get(b"content-type", b""))
         if detail is not None:
             await self._refuse(Invalid(detail), scope, receive, send)
             return

@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.tombstones import RemembersDeleted
 from app.db.base import utcnow
 from app.db.row_cache import RowCache
 from app.errors import Invalid, NotFound, QuiverError, error_body
@@ -30,7 +31,8 @@ from app.tools.timing import timed_tool_call
 from app.tools.validation import invalid_arguments, validate_arguments
 
 
-class McpServerService(CrudService[McpServer]):
+class McpServerService(RemembersDeleted, CrudService[McpServer]):
+    history_kind = "mcp"
     repository = McpServerRepository
     label = "MCP server"
 

@@ -43,7 +43,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
-from app.errors import QuiverError, error_body
+from app.apikeys.auth import failed_attempt
+from app.errors import QuiverError, Unauthorized, error_body
 from app.kit.request_guard import replay_body
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.listings import Listings
@@ -356,7 +357,12 @@ class McpEndpoint:
         async with runtime.sessionmaker() as session:
             key = await runtime.keys.authenticate(session, token.strip())
             if key is None:
-                return _json_error(401, "Unauthorized", "invalid or revoked API key"), None
+                error = failed_attempt(
+                    self.app, scope.get("client"), Unauthorized("invalid or revoked API key")
+                )
+                return JSONResponse(
+                    error_body(error.kind, error.message), error.status_code, error.headers()
+                ), None
             if not {"admin", "chat"} & set(key.scopes):
                 return _json_error(
                     403, "Forbidden", "this route needs an API key with scope 'chat' or 'admin'"

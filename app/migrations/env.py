@@ -9,6 +9,7 @@ from sqlalchemy.engine import Connection
 
 from app.config import Settings
 from app.db.engine import create_engine
+from app.db.locks import MIGRATIONS, lock_transaction
 from app.db.registry import Base
 
 config = context.config
@@ -21,6 +22,12 @@ def _settings() -> Settings:
 
 
 def _configure(connection: Connection) -> None:
+    if connection.dialect.name == "sqlite":
+        # Batch mode rebuilds a table (copy, drop, rename): with foreign keys on, dropping the
+        # old copy would cascade into its children (a run's journal, a conversation's runs).
+        # Before any transaction is open, where SQLite honours the pragma.
+        connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        connection.commit()  # end the transaction the statement began (Alembic opens its own)
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
@@ -28,6 +35,9 @@ def _configure(connection: Connection) -> None:
         compare_type=True,
     )
     with context.begin_transaction():
+        # Another process migrating the same database meanwhile: wait for it, then find the
+        # schema at head (the current revision is read after the lock is held).
+        lock_transaction(connection, MIGRATIONS)
         context.run_migrations()
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.session import SessionDep
 from app.errors import Invalid, QuiverError
+from app.kit.request_guard import NUL_MESSAGE
 from app.ui import sessions
 from app.ui.render import PageForbidden, SignInRequired, back
 from app.ui.sessions import CSRF_FIELD, Console
@@ -41,6 +42,7 @@ async def admin_only(console: Annotated[Console, Depends(signed_in)]) -> Console
 ConsoleDep = Annotated[Console, Depends(signed_in)]
 AdminDep = Annotated[Console, Depends(admin_only)]
 CsrfField = Annotated[str, Form(alias=CSRF_FIELD)]
+"""Optional in the form schema so a form without it is a 403 (`Console.check_csrf`), not a 422."""
 Offset = Annotated[int, Query(ge=0)]
 
 
@@ -78,7 +80,9 @@ class AdminForm:
             return await failed(self.session, self.console, path, first_error(exc))
 
 
-async def admin_form(session: SessionDep, console: AdminDep, csrf_token: CsrfField) -> AdminForm:
+async def admin_form(
+    session: SessionDep, console: AdminDep, csrf_token: CsrfField = ""
+) -> AdminForm:
     console.check_csrf(csrf_token)
     return AdminForm(session, console)
 
@@ -93,9 +97,12 @@ async def upload_text(file: UploadFile | None) -> str:
     if len(raw) > MAX_UPLOAD:
         raise Invalid(f"file: larger than {MAX_UPLOAD // 1_000_000} MB")
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise Invalid("file: not UTF-8 text") from None
+    if "\x00" in text:
+        raise Invalid(f"file: {NUL_MESSAGE}")
+    return text
 
 
 def uuid_or_none(value: str) -> uuid.UUID | None:

@@ -7,7 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app.apikeys.auth import failed_attempt
 from app.db.session import SessionDep
+from app.errors import RateLimited, Unauthorized
 from app.ui import sessions
 from app.ui.api_auth import SESSION_COOKIE, tokens_match
 from app.ui.deps import (
@@ -57,8 +59,8 @@ async def login_form(request: Request) -> Response:
 async def login(
     request: Request,
     session: SessionDep,
-    api_key: Annotated[str, Form(max_length=1024)],
-    csrf_token: CsrfField,
+    api_key: Annotated[str, Form(max_length=1024)] = "",
+    csrf_token: CsrfField = "",
 ) -> Response:
     expected = request.cookies.get(PRELOGIN_COOKIE, "")
     if not expected or not tokens_match(expected, csrf_token):
@@ -73,11 +75,16 @@ async def login(
     await sessions.sign_out(session, request)  # a new sign-in never reuses an old session
     signed_in = await sessions.sign_in(session, api_key)
     if signed_in is None:
-        return _login_page(
-            request,
-            status_code=401,
-            failure="invalid or revoked API key (or one without scope admin or chat)",
+        client = (request.client.host, request.client.port) if request.client else None
+        error = failed_attempt(
+            request.app,
+            client,
+            Unauthorized("invalid or revoked API key (or one without scope admin or chat)"),
         )
+        response = _login_page(request, status_code=error.status_code, failure=error.message)
+        if isinstance(error, RateLimited):
+            response.headers.update(error.headers() or {})
+        return response
     session_id, key = signed_in
     redirect = back("/ui/agents" if "admin" in key.scopes else "/ui/playground")
     redirect.set_cookie(
@@ -95,7 +102,7 @@ async def login(
 
 @router.post("/logout")
 async def logout(
-    request: Request, session: SessionDep, console: ConsoleDep, csrf_token: CsrfField
+    request: Request, session: SessionDep, console: ConsoleDep, csrf_token: CsrfField = ""
 ) -> Response:
     console.check_csrf(csrf_token)
     await sessions.sign_out(session, request)

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.service import agent_service
 from app.audit.repository import ToolCallRepository
+from app.audit.tombstones import deleted_targets
 from app.chat.operator import get_run, list_runs
 from app.chat.schemas import RunRead
 from app.chat.service import get_conversation
@@ -101,11 +102,13 @@ async def tool_calls(
         offset=offset,
     )
     filters = {"kind": kind, "name": name, "ok": ok, "run_id": run_id}
+    deleted = await deleted_targets(session, rows)
     return page(
         request,
         "tool_calls.html",
         console,
         calls=rows,
+        deleted=deleted,
         total=total,
         offset=offset,
         size=PAGE,

@@ -226,3 +226,51 @@ async def test_timestamps_are_rfc3339_with_z(api: httpx.AsyncClient) -> None:
     keys = (await api.get("/api/v1/api-keys")).json()["items"]
     assert keys
     assert all(RFC3339_Z.match(k["created_at"]) for k in keys)
+
+
+async def test_nul_in_uploads_and_forms_is_refused_on_every_upload_path(
+    store_app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    """Multipart uploads (a knowledge document, the console's SKILL.md and OpenAPI files) and
+    URL-encoded console forms with a NUL: 422 `{error, detail}`, nothing stored."""
+    kb = await api.post("/api/v1/knowledge-bases", json={"name": "kb_nul"})
+    assert kb.status_code == 201, kb.text
+    documents = f"/api/v1/knowledge-bases/{kb.json()['id']}/documents"
+    upload = await api.post(documents, files={"file": ("notes.md", b"# Notes\nabc\x00def\n")})
+    assert_error(upload, 422, "Invalid", mentions=["NUL"])
+    named = await api.post(
+        documents, files={"file": ("notes.md", b"# Notes\n")}, data={"name": "a\x00b"}
+    )
+    assert_error(named, 422, "Invalid", mentions=["NUL"])
+    assert (await api.get(documents)).json()["total"] == 0
+
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=store_app), base_url="http://quiver.test"
+    ) as browser:
+        login = await browser.get("/ui/login")
+        token = re.search(r'name="csrf_token" value="([^"]+)"', login.text)
+        assert token is not None
+        signed = await browser.post(
+            "/ui/login", data={"api_key": ADMIN_TOKEN, "csrf_token": token.group(1)}
+        )
+        assert signed.status_code == 303, signed.text
+        page = await browser.get("/ui/resources")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+        assert csrf is not None
+        skill = b"---\nname: nul-skill\ndescription: d\n---\nstep \x00 one\n"
+        for path, name in (
+            ("/ui/resources/skills/import", "SKILL.md"),
+            ("/ui/resources/connectors/import", "openapi.yaml"),
+        ):
+            refused = await browser.post(
+                path, data={"csrf_token": csrf.group(1)}, files={"file": (name, skill)}
+            )
+            assert_error(refused, 422, "Invalid", mentions=["NUL"])
+        form = await browser.post(
+            "/ui/resources/skills/import",
+            content=f"csrf_token={csrf.group(1)}&document=a%00b".encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert_error(form, 422, "Invalid", mentions=["NUL"])
+    assert await _count(api, "/api/v1/skills") == 0
+    assert await _count(api, "/api/v1/connectors") == 0

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 from sqlalchemy import func, select
@@ -15,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.hub import RunHub
 from app.chat.models import Run, RunEventRecord
+from app.chat.pgwrite import asyncpg_dsn
 from app.chat.repository import RunRepository
 from app.chat.streams import replay_stream
 from app.config import Settings
@@ -168,19 +170,50 @@ async def test_one_running_run_per_conversation_on_sqlite(
             await engine.dispose()
 
 
+_REFUSE = """
+CREATE FUNCTION refuse_marked_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.data::text LIKE '%refuse-this-event%' THEN
+        RAISE EXCEPTION 'event refused by the test' USING ERRCODE = '22000';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_marked_events BEFORE INSERT ON run_events
+    FOR EACH ROW EXECUTE FUNCTION refuse_marked_events();
+"""
+_ALLOW = """
+DROP TRIGGER IF EXISTS refuse_marked_events ON run_events;
+DROP FUNCTION IF EXISTS refuse_marked_events();
+"""
+
+
+@pytest.fixture
+async def refusing_store(committing_settings: Settings) -> AsyncIterator[Settings]:
+    """The store refuses (a data error, not worth retrying) any event whose payload contains
+    `refuse-this-event`: a trigger, as a constraint of the operator's would."""
+    dsn = asyncpg_dsn(committing_settings.async_database_url)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(_REFUSE)
+        yield committing_settings
+    finally:
+        await conn.execute(_ALLOW)
+        await conn.close()
+
+
 async def test_an_event_storage_refuses_fails_the_run_without_a_gap(
-    committing_settings: Settings, scripted_llm: ScriptedLLM
+    refusing_store: Settings, scripted_llm: ScriptedLLM
 ) -> None:
-    """Postgres refuses NUL characters in JSON: that delta cannot be stored."""
-    async with gateway(committing_settings, llm_base_url=scripted_llm.base_url) as client:
+    """The store refuses one model delta: the run fails at that event, nothing after it."""
+    async with gateway(refusing_store, llm_base_url=scripted_llm.base_url) as client:
         agent_id = await new_agent(client)
-        scripted_llm.script(Turn(text="one two thr\u0000ee four five", token_delay_s=0.01))
+        scripted_llm.script(Turn(text="one two refuse-this-event four five", token_delay_s=0.01))
         body = {"agent_id": agent_id, "message": "go"}
         async with client.stream("POST", "/api/v1/chat", json=body) as resp:
             run_id = resp.headers["x-run-id"]
             live = await asyncio.wait_for(SseReader(resp).read(), 30)
         assert_complete(live)
-        assert "\u0000" not in "".join(e.data.get("text", "") for e in live)
+        assert "refuse-this-event" not in "".join(e.data.get("text", "") for e in live)
         assert live[-1].event == "run_failed"
         assert live[-1].data["error"]["code"] == "journal_unavailable"
         assert await replay(client, run_id) == live

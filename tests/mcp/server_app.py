@@ -88,6 +88,11 @@ def make_server(name: str = "testsrv", *, legacy: bool = False) -> tuple[MCPServ
         return text * repeat
 
     @server.tool()
+    def nul_text() -> str:
+        """Text with a NUL character in it (storage tests)."""
+        return "abc\x00def"
+
+    @server.tool()
     async def slow(seconds: float) -> str:
         """Sleep, then answer."""
         try:

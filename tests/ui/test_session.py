@@ -99,6 +99,8 @@ async def test_sign_in_needs_the_form_token_and_a_valid_key(browser: httpx.Async
     await browser.get("/ui/login")
     forged = await browser.post("/ui/login", data={"api_key": ADMIN_TOKEN, "csrf_token": "x"})
     assert forged.status_code == 403
+    assert (await browser.post("/ui/login", data={"api_key": ADMIN_TOKEN})).status_code == 403
+    assert (await browser.post("/ui/login", data={})).status_code == 403
     assert "quiver_console=" not in forged.headers.get("set-cookie", "")
     wrong = await sign_in(browser, "qv_not_a_key")
     assert wrong.status_code == 401
@@ -114,7 +116,11 @@ async def test_forms_without_the_csrf_token_are_refused(
     assert refused.status_code == 403
     assert refused.json()["error"] == "Forbidden"
     missing = await browser.post("/ui/agents", data={"name": "nope"})
-    assert missing.status_code in (403, 422)
+    assert (missing.status_code, missing.json()["error"]) == (403, "Forbidden")
+    # without the token and without the form's required fields: still the CSRF refusal
+    bare = await browser.post("/ui/agents", data={})
+    assert (bare.status_code, bare.json()["error"]) == (403, "Forbidden")
+    assert (await browser.post("/ui/logout", data={})).status_code == 403
     assert (await client.get("/api/v1/agents")).json()["total"] == 0
     page = await browser.get("/ui/agents")
     created = await browser.post(
