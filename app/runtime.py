@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.cache import AgentCache
 from app.apikeys.cache import ApiKeyCache
+from app.approvals.notify import ApprovalNotifier
 from app.audit.history import ToolHistory
 from app.audit.sink import ToolCallSink
 from app.chat.delegation import Delegator
@@ -54,6 +55,8 @@ class Runtime:
     keys: ApiKeyCache
     mcp_servers: RowCache[McpServer]
     """MCP server rows for the admin test call (`POST /mcp-servers/{id}/call`)."""
+    notifier: ApprovalNotifier | None = None
+    """Sends new approvals to `QUIVER_APPROVAL_WEBHOOK_URL` (None: not configured)."""
 
     @classmethod
     async def start(
@@ -94,6 +97,7 @@ class Runtime:
         hub = RunHub(notify=not settings.is_sqlite)
         await hub.start(settings)
         agents = AgentCache(sessionmaker)
+        notifier = ApprovalNotifier.from_settings(settings, http)
         runs = RunManager(
             settings=settings,
             sessionmaker=sessionmaker,
@@ -105,6 +109,7 @@ class Runtime:
             background=background,
             agents=agents,
             fast_dsn=fast_dsn,
+            notify_approval=notifier.notify if notifier is not None else None,
         )
         delegator.bind(runs)
         await runs.open()
@@ -124,6 +129,7 @@ class Runtime:
             agents=agents,
             keys=ApiKeyCache(),
             mcp_servers=RowCache(McpServer, sessionmaker),
+            notifier=notifier,
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
         return runtime
@@ -143,6 +149,7 @@ class Runtime:
             self.tool_audit.aclose,
             self.engines.aclose,
             self.hub.aclose,
+            *([self.notifier.aclose] if self.notifier is not None else []),
             self.http.aclose,
             *([self.runs.llm.aclose] if self.runs.llm is not None else []),
         ):

@@ -1,0 +1,51 @@
+"""`/v1/models` and `/v1/chat/completions`: thin routes over `service.py`.
+
+Every error on these routes has OpenAI's shape (`app/errors.py`, `OPENAI_PREFIX`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from app.chat.deps import RunManagerDep
+from app.db.session import SessionDep
+from app.kit.state import SettingsDep
+from app.openai_api import service
+from app.openai_api.schemas import ChatCompletionRequest, ModelList, OpenAIError
+from app.tenancy.principal import PrincipalDep
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": OpenAIError} for status in (400, 401, 403, 404, 429, 502, 503)
+}
+router = APIRouter(prefix="/v1", tags=["openai"], responses=ERRORS)
+
+
+@router.get("/models", response_model=ModelList)
+async def models(session: SessionDep, principal: PrincipalDep) -> ModelList:
+    """The agents this key may use, as models (`id` = the agent's name)."""
+    return await service.list_models(session, principal)
+
+
+@router.post(
+    "/chat/completions",
+    response_model=None,
+    responses={200: {"content": {"text/event-stream": {}, "application/json": {}}}},
+)
+async def chat_completions(
+    body: ChatCompletionRequest,
+    session: SessionDep,
+    runs: RunManagerDep,
+    settings: SettingsDep,
+    principal: PrincipalDep,
+) -> StreamingResponse | JSONResponse:
+    """Run the agent named by `model` on `messages` (the last one is the request); stream
+    Chat Completions chunks (`stream: true`) or answer one completion. `X-Run-Id` names the
+    run (replay: `GET /api/v1/runs/{id}/events`)."""
+    principal = principal.with_user(body.user)
+    agent = await service.agent_id(session, principal, body.model)
+    if session.in_transaction():  # the run opens its own sessions: free this connection now
+        await session.commit()
+    return await service.complete(runs, principal, body, agent, ping_s=settings.sse_ping_s)
