@@ -5,8 +5,6 @@ Every error on these routes has OpenAI's shape (`app/errors.py`, `OPENAI_PREFIX`
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -14,13 +12,11 @@ from app.chat.deps import RunManagerDep
 from app.db.session import SessionDep
 from app.kit.state import SettingsDep
 from app.openai_api import service
-from app.openai_api.schemas import ChatCompletionRequest, ModelList, OpenAIError
+from app.openai_api.schemas import ChatCompletionRequest, ModelList
 from app.tenancy.principal import PrincipalDep
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": OpenAIError} for status in (400, 401, 403, 404, 429, 502, 503)
-}
-router = APIRouter(prefix="/v1", tags=["openai"], responses=ERRORS)
+# Error statuses are declared with OpenAI's error schema by `app/kit/openapi.py`.
+router = APIRouter(prefix="/v1", tags=["openai"])
 
 
 @router.get("/models", response_model=ModelList)
@@ -32,7 +28,13 @@ async def models(session: SessionDep, principal: PrincipalDep) -> ModelList:
 @router.post(
     "/chat/completions",
     response_model=None,
-    responses={200: {"content": {"text/event-stream": {}, "application/json": {}}}},
+    responses={
+        200: {"content": {"text/event-stream": {}, "application/json": {}}},
+        404: {"description": "No agent of that name for this key (`model_not_found`)"},
+        429: {"description": "The key's rate limit (`Retry-After`)"},
+        502: {"description": "The run failed upstream (the model endpoint)"},
+        503: {"description": "No LLM configured, or storage unavailable"},
+    },
 )
 async def chat_completions(
     body: ChatCompletionRequest,

@@ -64,19 +64,6 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
-class OpenAIErrorDetail(BaseModel):
-    message: str
-    type: str
-    param: str | None
-    code: str | None
-
-
-class OpenAIError(BaseModel):
-    """OpenAI's error shape, the body of every error on `/v1/...`."""
-
-    error: OpenAIErrorDetail
-
-
 def chunk(
     completion_id: str,
     created: int,
