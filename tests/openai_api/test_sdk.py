@@ -346,3 +346,24 @@ async def test_the_keys_rate_limit_applies(
     assert limited.value.code == "rate_limit_exceeded"
     assert int(limited.value.response.headers["retry-after"]) >= 1
     assert json.loads(limited.value.response.text)["error"]["type"] == "rate_limit_error"
+
+
+async def test_a_run_at_its_iteration_limit_finishes_with_length(
+    sdk: SDK,
+    live_url: str,
+    scripted_llm: ScriptedLLM,
+    create_agent: CreateAgent,
+    upstream: str,
+) -> None:
+    agent = await create_agent(model_config_json={"max_iterations": 1})
+    fetch = Turn(tool_calls=[("f1", "http_fetch", {"url": f"{upstream}/price"})])
+    user = [{"role": "user", "content": "loop"}]
+    scripted_llm.script(fetch)
+    completion = await sdk().chat.completions.create(model=agent["name"], messages=user)
+    assert completion.choices[0].finish_reason == "length"
+    assert completion.choices[0].message.content == ""
+
+    scripted_llm.script(fetch)
+    stream = await sdk().chat.completions.create(model=agent["name"], messages=user, stream=True)
+    finishes = [c.choices[0].finish_reason async for c in stream if c.choices]
+    assert finishes[-1] == "length"
