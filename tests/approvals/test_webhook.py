@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -34,6 +35,7 @@ from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 
 SECRET = "whsec_test_0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
 
 
 @dataclass
@@ -290,3 +292,22 @@ async def test_a_run_notifies_each_new_approval_without_waiting_for_the_receiver
             rest = await asyncio.wait_for(reader.read(), 10)
         assert rest[-1].event == "run_finished"
         assert len(rec.hits) == 1
+
+
+async def test_the_documented_verification_snippet_accepts_a_delivery_and_rejects_a_forgery(
+    receiver: tuple[Receiver, str], http: httpx.AsyncClient
+) -> None:
+    rec, url = receiver
+    page = DOCS_PAGE.read_text()
+    snippet = page.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(snippet, "docs/notifications.md", "exec"), namespace)
+    verify = namespace["verify"]
+    assert await ApprovalNotifier(settings_for(url), http).deliver(notice()) is True
+    headers, body, _ = rec.hits[0]
+    assert verify(SECRET, body, headers["x-quiver-signature"]) is True
+    assert (
+        verify(SECRET, body.replace(b"support", b"attacker"), headers["x-quiver-signature"])
+        is False
+    )
+    assert verify("another secret", body, headers["x-quiver-signature"]) is False
