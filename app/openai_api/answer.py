@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from app.chat.sse import PING
 from app.chat.streams import LiveItem
 from app.errors import openai_error
 from app.events import (
@@ -28,7 +29,6 @@ from app.events import (
 )
 from app.openai_api.schemas import chunk, completion
 
-PING = b": ping\n\n"
 WAITING = b": waiting for approval\n\n"
 DONE = b"data: [DONE]\n\n"
 FINISH_REASONS = {

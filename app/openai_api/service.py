@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.repository import AgentRepository
+from app.chat.router import SSE_HEADERS
 from app.chat.runner import ActiveRun, Published, RunManager
 from app.chat.schemas import ChatRequest
 from app.chat.streams import live_events
@@ -19,8 +20,6 @@ from app.openai_api.answer import Meta, collect, stream_chunks
 from app.openai_api.messages import run_request
 from app.openai_api.schemas import ChatCompletionRequest, ModelCard, ModelList
 from app.tenancy.principal import Principal
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def model_not_found(name: str) -> NotFound:
@@ -98,6 +97,6 @@ async def _stopping(
             yield piece
         ended = True
     finally:
-        await events.aclose()
-        if not ended:
+        if not ended:  # first: the close below may be interrupted
             active.cancel.set()
+        await events.aclose()
