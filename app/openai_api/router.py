@@ -12,7 +12,7 @@ from app.chat.deps import RunManagerDep
 from app.db.session import SessionDep
 from app.kit.state import SettingsDep
 from app.openai_api import service
-from app.openai_api.schemas import ChatCompletionRequest, ModelList
+from app.openai_api.schemas import ChatCompletionRequest, ModelCard, ModelList
 from app.tenancy.principal import PrincipalDep
 
 # Error statuses are declared with OpenAI's error schema by `app/kit/openapi.py`.
@@ -23,6 +23,16 @@ router = APIRouter(prefix="/v1", tags=["openai"])
 async def models(session: SessionDep, principal: PrincipalDep) -> ModelList:
     """The agents this key may use, as models (`id` = the agent's name)."""
     return await service.list_models(session, principal)
+
+
+@router.get(
+    "/models/{model}",
+    response_model=ModelCard,
+    responses={404: {"description": "No agent of that name for this key (`model_not_found`)"}},
+)
+async def model(model: str, session: SessionDep, principal: PrincipalDep) -> ModelCard:
+    """One agent as a model."""
+    return await service.get_model(session, principal, model)
 
 
 @router.post(

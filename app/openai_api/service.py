@@ -39,6 +39,15 @@ async def list_models(session: AsyncSession, principal: Principal) -> ModelList:
     )
 
 
+async def get_model(session: AsyncSession, principal: Principal, name: str) -> ModelCard:
+    """One agent as a model (`GET /v1/models/{model}`)."""
+    found = await AgentRepository(session).id_named(name)
+    if found is None or not principal.may_use(found):
+        raise model_not_found(name)
+    rows = await AgentRepository(session).listing([found])
+    return ModelCard(id=name, created=int(rows[0][2].timestamp()))
+
+
 async def agent_id(session: AsyncSession, principal: Principal, name: str) -> uuid.UUID:
     """The agent called `name`, when the key may use it; else OpenAI's `model_not_found`."""
     found = await AgentRepository(session).id_named(name)

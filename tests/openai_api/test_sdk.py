@@ -68,6 +68,11 @@ async def test_models_lists_the_agents_the_key_may_use(
     page = await restricted.models.list()
     assert [(m.id, m.object, m.owned_by) for m in page.data] == [(first["name"], "model", "quiver")]
     assert page.data[0].created > 1_700_000_000
+    card = await restricted.models.retrieve(first["name"])
+    assert (card.id, card.created) == (first["name"], page.data[0].created)
+    with pytest.raises(openai.NotFoundError) as hidden:
+        await restricted.models.retrieve(second["name"])
+    assert hidden.value.code == "model_not_found"
 
 
 async def test_a_completion_runs_the_agent_and_its_tools_inside_quiver(
