@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path(".quiver")
@@ -163,6 +163,23 @@ class Settings(BaseSettings):
         False, validation_alias="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
     )
     """Message text, tool arguments and results in spans (redacted); off by default."""
+    public_url: str = ""
+    """The address people reach this Quiver at (links in notifications to the console);
+    empty: `http://<host>:<port>`."""
+
+    # --- approval notifications (docs/notifications.md) ---
+    approval_webhook_url: str = ""
+    """Each new approval is POSTed here as signed JSON; empty: no notifications."""
+    approval_webhook_secret: SecretStr | None = None
+    """The HMAC-SHA256 key of `X-Quiver-Signature` (required with the URL)."""
+    approval_webhook_timeout_s: float = Field(10.0, gt=0, le=300)
+    approval_webhook_attempts: int = Field(5, ge=1, le=20)
+    """Deliveries tried per approval (the first and the retries) before it is dropped."""
+    approval_webhook_backoff_s: float = Field(1.0, gt=0, le=600)
+    """The first retry's delay; each next one waits twice as long (with jitter)."""
+    approval_webhook_queue: int = Field(1000, ge=1, le=100_000)
+    """Notifications waiting to be sent; beyond it new ones are dropped (and logged), the runs
+    go on."""
 
     @field_validator("secret_keys", mode="before")
     @classmethod
@@ -195,6 +212,29 @@ class Settings(BaseSettings):
             except (ValueError, TypeError) as exc:
                 raise ValueError(f"key #{i + 1} is not a valid Fernet key") from exc
         return value
+
+    @field_validator("public_url", "approval_webhook_url")
+    @classmethod
+    def _check_http_url(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("approval_webhook_secret")
+    @classmethod
+    def _check_webhook_secret(
+        cls, value: SecretStr | None, info: ValidationInfo
+    ) -> SecretStr | None:
+        if info.data.get("approval_webhook_url") and not (value and value.get_secret_value()):
+            raise ValueError(
+                "required when QUIVER_APPROVAL_WEBHOOK_URL is set (receivers verify it)"
+            )
+        return value
+
+    @property
+    def console_base_url(self) -> str:
+        """Where links to the console point (`public_url`, or this server's address)."""
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
 
     @field_validator("database_url", "database_direct_url")
     @classmethod

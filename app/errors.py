@@ -1,4 +1,8 @@
-"""One error hierarchy, mapped to HTTP in one place: `{"error": "<Kind>", "detail": "..."}`."""
+"""One error hierarchy, mapped to HTTP in one place: `{"error": "<Kind>", "detail": "..."}`.
+
+Under `OPENAI_PREFIX` (the OpenAI-compatible routes, docs/openai-api.md) the same errors take
+OpenAI's shape instead: `{"error": {"message", "type", "param", "code"}}`, 400 for bad input.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +19,22 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 class QuiverError(Exception):
     status_code = 400
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         if status_code is not None:
             self.status_code = status_code
+        self.param = param
+        """The request field at fault (OpenAI's `param`), when one is."""
+        self.code = code
+        """A machine-readable code for OpenAI's `code` (e.g. `model_not_found`)."""
 
     @property
     def kind(self) -> str:
@@ -76,6 +91,60 @@ def error_body(kind: str, detail: str) -> dict[str, str]:
     return {"error": kind, "detail": detail}
 
 
+OPENAI_PREFIX = "/v1/"
+"""Routes that answer errors in OpenAI's shape (`app/openai_api/`)."""
+_OPENAI_TYPES = {
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "permission_denied"),
+    404: ("invalid_request_error", "not_found"),
+    409: ("invalid_request_error", "conflict"),
+    413: ("invalid_request_error", "request_too_large"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+
+
+def openai_error(
+    status: int, detail: str, *, param: str | None = None, code: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    """(status, body) in OpenAI's error shape; a 422 becomes OpenAI's 400 for bad input."""
+    if status == 422:
+        status = 400
+    kind, default_code = _OPENAI_TYPES.get(status, ("invalid_request_error", "invalid_request"))
+    if status >= 500:
+        kind, default_code = "server_error", "service_unavailable" if status == 503 else "error"
+    body = {"message": detail, "type": kind, "param": param, "code": code or default_code}
+    return status, {"error": body}
+
+
+def error_response(
+    path: str,
+    status: int,
+    kind: str,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    param: str | None = None,
+    code: str | None = None,
+) -> JSONResponse:
+    """The error response for a request to `path`: OpenAI's shape under `OPENAI_PREFIX`."""
+    if path.startswith(OPENAI_PREFIX):
+        status, body = openai_error(status, detail, param=param, code=code)
+        return JSONResponse(body, status, headers=headers)
+    return JSONResponse(error_body(kind, detail), status, headers=headers)
+
+
+def quiver_error_response(path: str, exc: QuiverError) -> JSONResponse:
+    return error_response(
+        path,
+        exc.status_code,
+        exc.kind,
+        exc.message,
+        headers=exc.headers(),
+        param=exc.param,
+        code=exc.code,
+    )
+
+
 _LOCATIONS = frozenset({"body", "query", "path", "header", "cookie"})
 
 
@@ -124,30 +193,42 @@ def storage_unavailable(exc: BaseException) -> Unavailable | None:
     return Unavailable(f"storage is full or failing ({reason}); nothing was saved, retry later")
 
 
+def _first_field(errors: list[Any]) -> str | None:
+    """The first field a validation error names (OpenAI's `param`)."""
+    for err in errors:
+        loc = [str(p) for p in err.get("loc", ())]
+        if loc and loc[0] in _LOCATIONS:
+            loc = loc[1:]
+        if loc and err.get("type") != "json_invalid":
+            return ".".join(loc)
+    return None
+
+
 def add_error_handlers(app: FastAPI) -> None:
-    async def _storage(_: Request, exc: Exception) -> JSONResponse:
+    async def _storage(request: Request, exc: Exception) -> JSONResponse:
         error = storage_unavailable(exc)
         if error is None:
             raise exc  # anything else is a bug: the server's 500
-        return JSONResponse(error_body(error.kind, error.message), error.status_code)
+        return quiver_error_response(request.url.path, error)
 
     for kind in STORAGE_ERRORS:
         app.add_exception_handler(kind, _storage)
 
     @app.exception_handler(QuiverError)
-    async def _quiver(_: Request, exc: QuiverError) -> JSONResponse:
-        return JSONResponse(
-            error_body(exc.kind, exc.message), exc.status_code, headers=exc.headers()
-        )
+    async def _quiver(request: Request, exc: QuiverError) -> JSONResponse:
+        return quiver_error_response(request.url.path, exc)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body("Invalid", _format_validation(list(exc.errors()))), 422)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = list(exc.errors())
+        detail = _format_validation(errors)
+        return error_response(request.url.path, 422, "Invalid", detail, param=_first_field(errors))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        path = request.url.path
         if exc.status_code == 400:  # the framework could not parse the body (e.g. nesting depth)
-            return JSONResponse(error_body("Invalid", f"body: {exc.detail}"), 422)
+            return error_response(path, 422, "Invalid", f"body: {exc.detail}")
         kinds = {404: "NotFound", 405: "MethodNotAllowed", 401: "Unauthorized", 403: "Forbidden"}
         kind = kinds.get(exc.status_code, "HTTPError")
-        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code)
+        return error_response(path, exc.status_code, kind, str(exc.detail))

@@ -22,7 +22,7 @@ from app.chat.fast_route import ChatFastPath
 from app.chat.router import CHAT_PATH, chat_route
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
-from app.errors import add_error_handlers, error_body
+from app.errors import OPENAI_PREFIX, add_error_handlers, error_body
 from app.kit.openapi import install_docs
 from app.kit.request_guard import RequestGuard
 from app.kit.tokens import count_tokens
@@ -138,7 +138,9 @@ def create_app(
     add_error_handlers(app)
     # Innermost: POST /api/v1/chat answered without routing when it can (app/chat/fast_route.py).
     app.add_middleware(ChatFastPath, path=API_PREFIX + CHAT_PATH, route=chat_route())
-    app.add_middleware(BearerPrecheck, also_allow=console_precheck)
+    app.add_middleware(
+        BearerPrecheck, prefixes=("/api/", OPENAI_PREFIX), also_allow=console_precheck
+    )
     app.state.chat_key_fallback = console_api_key
     app.add_middleware(
         RequestGuard,

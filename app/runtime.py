@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.cache import AgentCache
 from app.apikeys.cache import ApiKeyCache
+from app.approvals.notify import ApprovalNotifier
 from app.audit.history import ToolHistory
 from app.audit.sink import ToolCallSink
 from app.chat.delegation import Delegator
@@ -69,6 +70,8 @@ class Runtime:
     """The conversion workers starting in the background."""
     auth_throttle: FailedAuthThrottle
     retention: RetentionSweeper
+    notifier: ApprovalNotifier | None = None
+    """Sends new approvals to `QUIVER_APPROVAL_WEBHOOK_URL` (None: not configured)."""
 
     @classmethod
     async def start(
@@ -122,6 +125,7 @@ class Runtime:
         hub = RunHub(notify=not settings.is_sqlite)
         await hub.start(settings)
         agents = AgentCache(sessionmaker)
+        notifier = ApprovalNotifier.from_settings(settings, http)
         runs = RunManager(
             settings=settings,
             sessionmaker=sessionmaker,
@@ -133,6 +137,7 @@ class Runtime:
             background=background,
             agents=agents,
             fast_dsn=fast_dsn,
+            notify_approval=notifier.notify if notifier is not None else None,
         )
         delegator.bind(runs)
         await runs.open()
@@ -162,6 +167,7 @@ class Runtime:
                 limit=settings.auth_fail_limit, window_s=settings.auth_fail_window_s
             ),
             retention=RetentionSweeper(background or sessionmaker, settings.history_retention_days),
+            notifier=notifier,
         )
         runtime.retention.start()
         mcp.on_tools_changed = runtime.store_mcp_tools
@@ -188,6 +194,7 @@ class Runtime:
             self.tool_audit.aclose,
             self.engines.aclose,
             self.hub.aclose,
+            *([self.notifier.aclose] if self.notifier is not None else []),
             self.http.aclose,
             self.converter.aclose,
             *([self.runs.llm.aclose] if self.runs.llm is not None else []),

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Collection, Sequence
+from datetime import datetime
 
+from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 from sqlalchemy.orm.interfaces import ORMOption
 
@@ -24,3 +27,15 @@ class AgentRepository(RepositoryBase[Agent]):
             selectinload(Agent.knowledge_bases),
             selectinload(Agent.delegates),
         )
+
+    async def listing(
+        self, ids: Collection[uuid.UUID] | None
+    ) -> list[tuple[uuid.UUID, str, datetime]]:
+        """(id, name, created_at) of every agent, or of those in `ids`, by name (no loads)."""
+        stmt = select(Agent.id, Agent.name, Agent.created_at).order_by(Agent.name)
+        if ids is not None:
+            stmt = stmt.where(Agent.id.in_(list(ids)))
+        return [(row[0], row[1], row[2]) for row in (await self.session.execute(stmt)).all()]
+
+    async def id_named(self, name: str) -> uuid.UUID | None:
+        return await self.session.scalar(select(Agent.id).where(Agent.name == name))

@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.approvals.gate import ApprovalRequest, Decision, Opened
 from app.approvals.models import Approval
+from app.approvals.notify import ApprovalNotice
 from app.approvals.repository import ApprovalRepository
 from app.chat.hub import RunHub
 from app.db.base import utcnow
@@ -35,7 +36,11 @@ class StoredApprovalGate:
         user: str | None,
         cancel: asyncio.Event,
         poll_s: float = 1.0,
+        notify: Callable[[ApprovalNotice], None] | None = None,
+        agent: tuple[uuid.UUID, str] | None = None,
     ) -> None:
+        """`notify`: told of each stored request (the webhook's queue; it never waits), with
+        the run's `agent` (id, name)."""
         self._sessionmaker = sessionmaker
         self._hub = hub
         self._run_id = run_id
@@ -43,6 +48,8 @@ class StoredApprovalGate:
         self._user = user
         self._cancel = cancel
         self._poll_s = poll_s
+        self._notify = notify
+        self._agent = agent
 
     async def request(
         self, request: ApprovalRequest, on_open: Callable[[Opened], None]
@@ -70,6 +77,7 @@ class StoredApprovalGate:
                 )
                 await session.commit()
             on_open(Opened(approval_id=str(approval_id), expires_at=expires_at))
+            self._announce(approval_id, request, expires_at)
             return await self._wait(approval_id, woken, request.timeout_s)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
@@ -77,6 +85,26 @@ class StoredApprovalGate:
             raise
         finally:
             self._hub.drop(approval_id, woken)
+
+    def _announce(
+        self, approval_id: uuid.UUID, request: ApprovalRequest, expires_at: datetime
+    ) -> None:
+        if self._notify is None or self._agent is None:
+            return
+        self._notify(
+            ApprovalNotice(
+                approval_id=approval_id,
+                run_id=self._run_id,
+                agent_id=self._agent[0],
+                agent=self._agent[1],
+                tool=request.name,
+                target=request.target,
+                arguments=request.arguments,
+                reason=request.reason,
+                expires_at=expires_at,
+                user=self._user,
+            )
+        )
 
     async def _wait(
         self, approval_id: uuid.UUID, woken: asyncio.Event, timeout_s: float

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.cache import AgentCache
 from app.agents.models import Agent
+from app.approvals.notify import ApprovalNotice
 from app.approvals.repository import ApprovalRepository
 from app.approvals.stored import StoredApprovalGate
 from app.chat.hub import RunHub
@@ -146,15 +147,18 @@ class RunManager:
         background: async_sessionmaker[AsyncSession] | None = None,
         agents: AgentCache | None = None,
         fast_dsn: str | None = None,
+        notify_approval: Callable[[ApprovalNotice], None] | None = None,
     ) -> None:
         """`fast_dsn`: the app owns its Postgres store, so new runs and the journal are written
-        on asyncpg connections of their own (`app/chat/pgwrite.py`); None: through sessions."""
+        on asyncpg connections of their own (`app/chat/pgwrite.py`); None: through sessions.
+        `notify_approval`: told of each new approval (the webhook sender's queue)."""
         self.settings = settings
         self.sessionmaker = sessionmaker
         self.hub = hub
         self.backends = backends
         self.llm = llm
         self.on_finished = on_finished
+        self.notify_approval = notify_approval
         self.active: dict[uuid.UUID, ActiveRun] = {}
         self.background = background or sessionmaker
         self.agents = agents or AgentCache(sessionmaker)
@@ -286,7 +290,12 @@ class RunManager:
     # --- start ---------------------------------------------------------------------------
 
     async def _prepare(
-        self, req: ChatRequest, principal: Principal, agent: Agent, run_id: uuid.UUID
+        self,
+        req: ChatRequest,
+        principal: Principal,
+        agent: Agent,
+        run_id: uuid.UUID,
+        history: Sequence[ChatMessage] = (),
     ) -> tuple[uuid.UUID, list[ChatMessage]]:
         """The run stored with the user's message, in an existing conversation or with a new
         one on the session path: (conversation id, history before this message)."""
@@ -313,8 +322,8 @@ class RunManager:
                 return req.conversation_id, history_from_rows(stored)
         async with self.sessionmaker() as session:
             try:
-                conversation_id, history = await self._create_run(
-                    session, agent, req, principal, run_id
+                conversation_id, earlier = await self._create_run(
+                    session, agent, req, principal, run_id, history
                 )
                 await session.commit()
             except IntegrityError as exc:
@@ -322,7 +331,7 @@ class RunManager:
                     raise self._gone(req) from exc
                 # The store allows one running run per conversation (all workers).
                 raise self._busy() from exc
-        return conversation_id, history
+        return conversation_id, earlier
 
     def _unlimited(self, principal: Principal) -> bool:
         """No run count to keep for the key (a rate-limited one takes the session path)."""
@@ -348,9 +357,11 @@ class RunManager:
         req: ChatRequest,
         principal: Principal,
         run_id: uuid.UUID,
+        sent: Sequence[ChatMessage] = (),
     ) -> tuple[uuid.UUID, list[ChatMessage]]:
         """The run and the user's message, stored together before the run starts (the
-        session path: an existing conversation, a rate-limited key, SQLite)."""
+        session path: an existing conversation, a rate-limited key, SQLite, a client's
+        history `sent` with the message)."""
         # First, before any row that references the key: its lock orders concurrent starts.
         # A refusal below rolls the count back with everything else.
         await count_run_start(session, principal)
@@ -369,16 +380,16 @@ class RunManager:
             conversation_id = conversation.id
         else:
             conversation_id = uuid.uuid4()
-            stored = await conversations.insert_for_agent(
+            created = await conversations.insert_for_agent(
                 id=conversation_id,
                 agent_id=agent.id,
                 title=req.message[:80],
                 api_key_id=principal.key_id,
                 user=principal.user,
             )
-            if not stored:
+            if not created:
                 raise self._gone(req)  # deleted behind a cached copy
-            history = []
+            history = list(sent)
         await RunRepository(session).insert(
             id=run_id,
             conversation_id=conversation_id,
@@ -387,9 +398,8 @@ class RunManager:
             api_key_id=principal.key_id,
             user=principal.user,
         )
-        await conversations.insert_messages(
-            conversation_id, run_id, seq, [message_row(ChatMessage.user(req.message))]
-        )
+        new_rows = [message_row(m) for m in (*sent, ChatMessage.user(req.message))]
+        await conversations.insert_messages(conversation_id, run_id, seq, new_rows)
         return conversation_id, history
 
     async def _blocking_run(self, session: AsyncSession, conversation_id: uuid.UUID) -> bool:
@@ -404,15 +414,19 @@ class RunManager:
         return False
 
     async def start(
-        self, req: ChatRequest, principal: Principal
+        self, req: ChatRequest, principal: Principal, *, history: Sequence[ChatMessage] = ()
     ) -> tuple[ActiveRun, asyncio.Queue[Published]]:
         """Store the run and start executing it; returns once the run is stored.
+
+        `history`: earlier messages a stateless client sent with this one (the OpenAI door);
+        they open the new conversation, stored before the user's message.
 
         A run in a new conversation (the common case) starts at once and stores itself with
         its first event (`_execute`); alone, its model call goes out while that write runs. Its
         other events wait for it (`JournalWriter`'s `after`), so nothing is stored or sent
         before the run is, and the response (X-Run-Id) is sent once it is stored.
         """
+        assert not (history and req.conversation_id), "history opens a new conversation"
         if self.llm is None:
             raise Unavailable(
                 "chat is unavailable: no LLM is configured (set QUIVER_LLM_BASE_URL, and "
@@ -424,7 +438,12 @@ class RunManager:
         if agent is None or not principal.may_use(agent.id):
             raise self._gone(req)
         run_id = uuid.uuid4()
-        if self.starts is not None and req.conversation_id is None and self._unlimited(principal):
+        if (
+            self.starts is not None
+            and req.conversation_id is None
+            and not history
+            and self._unlimited(principal)
+        ):
             stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             new = NewRun(
                 run_id=run_id,
@@ -451,8 +470,8 @@ class RunManager:
             return active, queue
         self._claimed.add(run_id)
         try:
-            conversation_id, history = await self._prepare(req, principal, agent, run_id)
-            return self._launch(req, principal, agent, run_id, conversation_id, history)
+            conversation_id, earlier = await self._prepare(req, principal, agent, run_id, history)
+            return self._launch(req, principal, agent, run_id, conversation_id, earlier)
         finally:
             self._claimed.discard(run_id)
 
@@ -553,6 +572,8 @@ class RunManager:
                 api_key_id=uuid.UUID(inp.api_key_id) if inp.api_key_id else None,
                 user=inp.user,
                 cancel=active.cancel,
+                notify=self.notify_approval,
+                agent=(inp.agent.id, inp.agent.name),
             ),
             stored=stored,
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -12,16 +12,24 @@ from app.chat.hub import RunHub
 from app.chat.repository import RUNNING, RunRepository
 from app.chat.runner import ActiveRun, Published
 from app.chat.sse import PING, event_frame, frame
-from app.events import TERMINAL_KINDS
+from app.events import TERMINAL_KINDS, RunEvent
 from app.tenancy.principal import Principal
 
 _POLL_S = 1.0
 
 
-async def live_stream(
+IDLE = None
+"""What `live_events` yields for an idle `ping_s` (the stream sends a keep-alive comment)."""
+LiveItem = tuple[int, RunEvent] | None
+
+
+async def live_events(
     active: ActiveRun, queue: asyncio.Queue[Published], *, ping_s: float
-) -> AsyncIterator[bytes]:
-    """Frames straight from the run task (no journal read on the hot path)."""
+) -> AsyncGenerator[LiveItem]:
+    """The started run's events straight from the run task (no journal read on the hot path),
+    `IDLE` after each quiet `ping_s`; ends after the terminal event, or without it when that
+    event could not be stored (a replay picks it up later). Every door onto a run (`POST
+    /chat`, the OpenAI-compatible API) reads its run through this."""
     try:
         while True:
             if queue.empty():  # wait, pinging while idle (a timer, not a task per event)
@@ -29,20 +37,31 @@ async def live_stream(
                     async with asyncio.timeout(ping_s):
                         item = await queue.get()
                 except TimeoutError:
-                    yield PING
+                    yield IDLE
                     continue
             else:
                 item = queue.get_nowait()
             if item is None:
-                return  # the final event could not be stored; a replay picks it up later
-            seq, event = item
-            yield event_frame(seq, event)
+                return
+            yield item
             active.first_out.set()
-            if event.kind in TERMINAL_KINDS:
+            if item[1].kind in TERMINAL_KINDS:
                 return
     finally:
         active.first_out.set()
         active.unsubscribe(queue)
+
+
+async def live_stream(
+    active: ActiveRun, queue: asyncio.Queue[Published], *, ping_s: float
+) -> AsyncIterator[bytes]:
+    """`POST /chat`'s SSE frames of `live_events`."""
+    events = live_events(active, queue, ping_s=ping_s)
+    try:
+        async for item in events:
+            yield PING if item is None else event_frame(*item)
+    finally:
+        await events.aclose()
 
 
 async def ensure_run(

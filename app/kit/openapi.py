@@ -13,6 +13,8 @@ from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
+from app.errors import OPENAI_PREFIX
+
 DOCS_URL = "/docs"
 ASSETS_URL = "/docs/assets"
 BEARER_SCHEME = "bearerAuth"
@@ -27,6 +29,26 @@ ERROR_SCHEMA: dict[str, Any] = {
     },
     "required": ["error", "detail"],
     "additionalProperties": False,
+}
+
+OPENAI_ERROR_SCHEMA_NAME = "OpenAIError"
+OPENAI_ERROR_SCHEMA: dict[str, Any] = {
+    "title": OPENAI_ERROR_SCHEMA_NAME,
+    "type": "object",
+    "description": "OpenAI's error shape, on the OpenAI-compatible routes (`/v1/...`)",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string", "description": "e.g. `invalid_request_error`"},
+                "param": {"type": ["string", "null"], "description": "The field at fault"},
+                "code": {"type": ["string", "null"], "description": "e.g. `model_not_found`"},
+            },
+            "required": ["message", "type", "param", "code"],
+        }
+    },
+    "required": ["error"],
 }
 
 DESCRIPTIONS: dict[str, str] = {
@@ -45,22 +67,20 @@ DESCRIPTIONS: dict[str, str] = {
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
 
 
-def _error_response(status: str, existing: dict[str, Any] | None) -> dict[str, Any]:
+def _error_response(status: str, existing: dict[str, Any] | None, name: str) -> dict[str, Any]:
     description = (existing or {}).get("description")
     if not description or description in {"Validation Error", "Successful Response"}:
         description = DESCRIPTIONS.get(status, "Error")
     return {
         "description": description,
-        "content": {
-            "application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA_NAME}"}}
-        },
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
     }
 
 
 def _statuses(path: str, operation: dict[str, Any]) -> set[str]:
     """The error statuses the guards around every route can answer for this operation."""
     statuses = {"422"}  # query/path validation, NUL characters anywhere in the request
-    if path.startswith("/api/"):
+    if path.startswith(("/api/", OPENAI_PREFIX)):
         statuses |= {"401", "403", "429"}
     if "requestBody" in operation:
         statuses.add("413")
@@ -70,13 +90,15 @@ def _statuses(path: str, operation: dict[str, Any]) -> set[str]:
 
 
 def declare_errors(schema: dict[str, Any]) -> dict[str, Any]:
-    """Rewrite a generated document: every 4xx/5xx uses the `{error, detail}` schema, the
-    guards' statuses are declared on every operation, `/api/` operations need the bearer key."""
+    """Rewrite a generated document: every 4xx/5xx uses the `{error, detail}` schema (OpenAI's
+    error shape under `/v1/`), the guards' statuses are declared on every operation, `/api/`
+    and `/v1/` operations need the bearer key."""
     components = schema.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     for name in _FASTAPI_VALIDATION_SCHEMAS:
         schemas.pop(name, None)
     schemas[ERROR_SCHEMA_NAME] = ERROR_SCHEMA
+    schemas[OPENAI_ERROR_SCHEMA_NAME] = OPENAI_ERROR_SCHEMA
     components.setdefault("securitySchemes", {})[BEARER_SCHEME] = {
         "type": "http",
         "scheme": "bearer",
@@ -88,9 +110,15 @@ def declare_errors(schema: dict[str, Any]) -> dict[str, Any]:
                 continue
             responses: dict[str, Any] = operation["responses"]
             wanted = {s for s in responses if s[:1] in {"4", "5"}} | _statuses(path, operation)
+            name = ERROR_SCHEMA_NAME
+            if path.startswith(OPENAI_PREFIX):  # OpenAI's shape; bad input is its 400
+                name = OPENAI_ERROR_SCHEMA_NAME
+                if "422" in wanted:
+                    wanted = (wanted - {"422"}) | {"400"}
+                    responses.pop("422", None)
             for status in sorted(wanted):
-                responses[status] = _error_response(status, responses.get(status))
-            if path.startswith("/api/"):
+                responses[status] = _error_response(status, responses.get(status), name)
+            if path.startswith(("/api/", OPENAI_PREFIX)):
                 operation["security"] = [{BEARER_SCHEME: []}]
     return schema
 

@@ -14,10 +14,9 @@ import json
 import re
 from typing import Any
 
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import Invalid, PayloadTooLarge, QuiverError, error_body
+from app.errors import Invalid, PayloadTooLarge, QuiverError, quiver_error_response
 
 _ESCAPED_NUL = b"\\u0000"
 _PERCENT_NUL = re.compile(rb"%00")
@@ -142,8 +141,7 @@ class RequestGuard:
 
     @staticmethod
     async def _refuse(error: QuiverError, scope: Scope, receive: Receive, send: Send) -> None:
-        response = JSONResponse(error_body(error.kind, error.message), error.status_code)
-        await response(scope, receive, send)
+        await quiver_error_response(str(scope.get("path", "")), error)(scope, receive, send)
 
 
 def _too_large(limit: int, variable: str) -> PayloadTooLarge:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.errors import error_body
+from app.errors import error_response
 
 HeaderCheck = Callable[[dict[bytes, bytes]], bool]
 
@@ -22,24 +21,28 @@ class BearerPrecheck:
     (the console passes its session cookie check)."""
 
     def __init__(
-        self, app: ASGIApp, *, prefix: str = "/api/", also_allow: HeaderCheck | None = None
+        self,
+        app: ASGIApp,
+        *,
+        prefixes: tuple[str, ...] = ("/api/",),
+        also_allow: HeaderCheck | None = None,
     ) -> None:
         self.app = app
-        self.prefix = prefix
+        self.prefixes = prefixes
         self.also_allow = also_allow
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(self.prefix):
+        if scope["type"] == "http" and scope["path"].startswith(self.prefixes):
             headers = dict(scope["headers"])
             header = headers.get(b"authorization", b"")
             scheme, _, token = header.decode("latin-1").partition(" ")
             other = self.also_allow is not None and self.also_allow(headers)
             if (scheme.lower() != "bearer" or not token.strip()) and not other:
-                response = JSONResponse(
-                    error_body(
-                        "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'"
-                    ),
-                    status_code=401,
+                response = error_response(
+                    scope["path"],
+                    401,
+                    "Unauthorized",
+                    "missing API key: send 'Authorization: Bearer <key>'",
                     headers={"WWW-Authenticate": "Bearer"},
                 )
                 await response(scope, receive, send)
