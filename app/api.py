@@ -17,6 +17,7 @@ from app.conventions.router import router as conventions_router
 from app.databases.router import router as databases_router
 from app.knowledge.router import router as knowledge_router
 from app.mcp.router import router as mcp_router
+from app.oauth.router import router as oauth_router
 from app.skills.router import router as skills_router
 
 API_PREFIX = "/api/v1"
@@ -46,3 +47,5 @@ def include_api_routers(app: FastAPI) -> None:
     app.include_router(operator_router, prefix=API_PREFIX, dependencies=[ChatKey])
     app.include_router(audit_router, prefix=API_PREFIX, dependencies=[ChatKey])
     app.include_router(approvals_router, prefix=API_PREFIX, dependencies=[ChatKey])
+    # Public: OAuth metadata, registration, token and revocation (outside /api/v1).
+    app.include_router(oauth_router)

@@ -144,6 +144,16 @@ class Settings(BaseSettings):
     )
     """Message text, tool arguments and results in spans (redacted); off by default."""
 
+    # --- OAuth for the MCP endpoint (docs/oauth.md) ---
+    public_url: str = ""
+    """The gateway's external base URL (`https://quiver.example.com`), used in the OAuth
+    metadata and as the audience of issued tokens. Empty: taken from each request (the Host
+    header, and the scheme a trusted proxy reports)."""
+    oauth_access_token_ttl_s: int = Field(3600, ge=60, le=86_400)
+    oauth_refresh_token_ttl_s: int = Field(30 * 86_400, ge=300, le=365 * 86_400)
+    oauth_code_ttl_s: int = Field(300, ge=1, le=600)
+    """An authorization code must be redeemed this soon (RFC 6749 recommends at most 10 min)."""
+
     @field_validator("secret_keys", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
@@ -182,6 +192,16 @@ class Settings(BaseSettings):
         allowed = ("postgresql", "postgres", "sqlite")
         if value and value.split(":", 1)[0].split("+", 1)[0] not in allowed:
             raise ValueError("must be a postgresql:// or sqlite:// URL")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and (
+            value.split("://", 1)[0] not in ("http", "https") or "?" in value or "#" in value
+        ):
+            raise ValueError("must be an http(s):// base URL without query or fragment")
         return value
 
     @field_validator("log_level")
