@@ -99,7 +99,7 @@ class OAuthRepository:
         if api_key_id is not None:
             stmt = stmt.where(OAuthToken.api_key_id == api_key_id)
         rows = await self.session.execute(stmt)
-        return [(t, c, a, k) for t, c, a, k in rows.tuples()]
+        return [(t, c, a, k) for t, c, a, k in rows.all()]
 
     async def token(self, token_id: uuid.UUID) -> OAuthToken | None:
         return await self.session.get(OAuthToken, token_id)
