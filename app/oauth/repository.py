@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -31,6 +31,11 @@ class OAuthRepository:
             OAuthCode.code_hash == code_hash, OAuthCode.client_row_id == client_row_id
         )
         return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def prune_codes(self, before: datetime) -> None:
+        """Codes that expired before `before` are of no use any more (kept a while so a late
+        replay is still recognised as one)."""
+        await self.session.execute(delete(OAuthCode).where(OAuthCode.expires_at < before))
 
     async def claim_code(self, code_id: uuid.UUID, now: datetime) -> bool:
         """Mark a code used; False when it was used already (a concurrent redemption waits

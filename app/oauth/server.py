@@ -131,6 +131,7 @@ class _CodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]
             created_at=server.now,
             expires_at=server.now + timedelta(seconds=server.settings.oauth_code_ttl_s),
         )
+        server.run(server.repo.prune_codes, server.now - timedelta(days=1))
         server.run(server.repo.add, row)
 
     def generate_authorization_code(self) -> str:

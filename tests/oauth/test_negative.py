@@ -404,3 +404,60 @@ async def test_revoking_the_persons_key_ends_its_oauth_access(
         assert (await mcp_status(url, issued["access_token"])).status_code == 200
         assert (await admin.delete(f"/api/v1/api-keys/{made['id']}")).status_code == 204
     assert (await mcp_status(url, issued["access_token"])).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("path", "kwargs", "error"),
+    [
+        ("/oauth/token", {}, "unsupported_grant_type"),
+        ("/oauth/token", {"json": {"grant_type": "authorization_code"}}, "unsupported_grant_type"),
+        ("/oauth/token", {"data": {"grant_type": "password"}}, "unsupported_grant_type"),
+        ("/oauth/token", {"data": {"grant_type": "authorization_code"}}, "invalid_client"),
+        (
+            "/oauth/token",
+            {"data": {"grant_type": "refresh_token", "client_id": "nobody", "refresh_token": "x"}},
+            "invalid_client",
+        ),
+        ("/oauth/revoke", {"data": {"token": "x"}}, "invalid_client"),
+        ("/oauth/token", {"content": b"\xff\xfe", "headers": {"Content-Type": "text/plain"}}, None),
+    ],
+)
+async def test_bad_token_requests_answer_4xx(
+    base: str, path: str, kwargs: dict[str, Any], error: str | None
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        answer = await http.post(f"{base}{path}", **kwargs)
+    assert 400 <= answer.status_code < 500, answer.text
+    if error is not None:
+        assert answer.json()["error"] == error
+
+
+async def test_a_signed_in_person_sees_a_page_for_a_malformed_request(
+    person: httpx.AsyncClient,
+) -> None:
+    for query in ("", "?response_type=token&client_id=x", "?response_type=code"):
+        answer = await person.get(f"/oauth/authorize{query}")
+        assert answer.status_code == 400, answer.text
+        assert "location" not in answer.headers
+
+
+async def test_only_hashes_of_tokens_are_stored(
+    base: str,
+    person: httpx.AsyncClient,
+    world: dict[str, Any],
+    committing_settings: Settings,
+) -> None:
+    issued = await tokens(base, person, world)
+    engine = create_engine(committing_settings)
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(text("SELECT * FROM oauth_tokens"))).mappings().all()
+    finally:
+        await engine.dispose()
+    dumped = repr([dict(r) for r in rows])
+    assert issued["access_token"] not in dumped
+    assert issued["refresh_token"] not in dumped
+    digest = hashlib.sha256(issued["access_token"].encode()).hexdigest()
+    (row,) = [r for r in rows if r["access_hash"] == digest]
+    assert row["resource"] == resource(base, world["tea"])
+    assert row["api_key_id"] is not None
