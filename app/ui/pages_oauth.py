@@ -8,6 +8,7 @@ records the decision and sends the browser back to the client with a code or
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -27,6 +28,8 @@ from app.ui.pages_auth import login_page
 from app.ui.render import SECURITY_HEADERS, page
 
 router = APIRouter(include_in_schema=False)
+_SOURCE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:(//([a-zA-Z0-9.-]+|\[[0-9a-fA-F:.]+\])(:[0-9]+)?)?")
+"""A CSP source expression: a scheme, and a host with an optional port."""
 
 
 def _here(request: Request) -> str:
@@ -40,6 +43,8 @@ def _form_action(redirect_uri: str) -> str:
     parts = urlsplit(redirect_uri)
     target = f"{parts.scheme}://{parts.netloc}" if parts.netloc else f"{parts.scheme}:"
     policy = SECURITY_HEADERS["Content-Security-Policy"]
+    if not _SOURCE.fullmatch(target):  # nothing that could end the directive
+        return policy
     return policy.replace("form-action 'self'", f"form-action 'self' {target}")
 
 
