@@ -139,3 +139,47 @@ async def test_keys_page_and_oauth_consent(
         gone = await http.get("/api/v1/runs", headers={"Authorization": f"Bearer {secret}"})
         assert gone.status_code == 401
     await context.close()
+
+
+async def test_consent_reached_from_another_site_keeps_the_session(
+    chromium: Browser, console_url: str
+) -> None:
+    """A client's link (another site) carries no SameSite=Strict cookie: the page reloads itself
+    from Quiver once, and the signed-in person sees the consent page, not a second sign-in."""
+    suffix = uuid.uuid4().hex[:6]
+    agent_name = f"front_{suffix}"
+    async with httpx.AsyncClient(
+        base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as admin:
+        assert (await admin.post("/api/v1/agents", json={"name": agent_name})).status_code == 201
+        client = (
+            await admin.post(
+                "/oauth/register",
+                json={"client_name": f"Elsewhere {suffix}", "redirect_uris": [CALLBACK]},
+            )
+        ).json()
+    query = urlencode(
+        {
+            "response_type": "code",
+            "client_id": client["client_id"],
+            "redirect_uri": CALLBACK,
+            "code_challenge": "A" * 43,
+            "code_challenge_method": "S256",
+            "resource": f"{console_url}/mcp/agents/{agent_name}",
+        }
+    )
+    other_site = console_url.replace("127.0.0.1", "localhost") + "/start"
+    context = await chromium.new_context()
+    page = await context.new_page()
+    await sign_in(page, console_url, ADMIN_TOKEN)
+    await expect(page).to_have_url(f"{console_url}/ui/agents")
+
+    async def start(route: Route, request: Request) -> None:
+        link = f'<a id="go" href="{console_url}/oauth/authorize?{query}">Connect</a>'
+        await route.fulfill(status=200, body=link, content_type="text/html")
+
+    await page.route(other_site, start)
+    await page.goto(other_site)
+    await page.click("#go")
+    await expect(page.get_by_test_id("consent-agent")).to_have_text(agent_name)
+    await context.close()
