@@ -461,3 +461,23 @@ async def test_only_hashes_of_tokens_are_stored(
     (row,) = [r for r in rows if r["access_hash"] == digest]
     assert row["resource"] == resource(base, world["tea"])
     assert row["api_key_id"] is not None
+
+
+async def test_the_persons_rate_limit_holds_for_their_oauth_sessions(
+    base: str, world: dict[str, Any]
+) -> None:
+    async with httpx.AsyncClient(
+        base_url=base, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as admin:
+        made = await admin.post(
+            "/api/v1/api-keys", json={"name": unique("erin"), "rate_limit_per_minute": 1}
+        )
+        assert made.status_code == 201, made.text
+    async with httpx.AsyncClient(base_url=base, timeout=30) as browser:
+        await sign_in(browser, made.json()["key"])
+        issued = await tokens(base, browser, world)
+    url = resource(base, world["tea"])
+    assert (await mcp_status(url, issued["access_token"])).status_code == 200
+    limited = await mcp_status(url, issued["access_token"])
+    assert limited.status_code == 429
+    assert "per minute" in limited.json()["detail"]
