@@ -52,6 +52,7 @@ from app.oauth.registration import Registration
 from app.oauth.repository import OAuthRepository
 from app.oauth.requests import FormRequest, RegistrationRequest
 from app.oauth.secrets import ACCESS_PREFIX, CODE_PREFIX, REFRESH_PREFIX, hash_secret, new_secret
+from app.tenancy.principal import Principal
 
 # Authlib logs issued tokens at DEBUG: never let them reach the logs.
 logging.getLogger("authlib").setLevel(logging.WARNING)
@@ -72,9 +73,7 @@ def _aware(moment: datetime) -> datetime:
 
 def key_may_use(key: ApiKey, agent_id: uuid.UUID) -> bool:
     """A key with scope chat or admin that may use the agent (§8)."""
-    if not {"admin", "chat"} & set(key.scopes):
-        return False
-    return key.agent_ids is None or str(agent_id) in {str(a) for a in key.agent_ids}
+    return bool({"admin", "chat"} & set(key.scopes)) and Principal.of(key).may_use(agent_id)
 
 
 # --- the grants and endpoints ----------------------------------------------------------
