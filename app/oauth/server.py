@@ -170,16 +170,18 @@ class _RefreshGrant(RefreshTokenGrant):  # type: ignore[misc]
         row = server.run(server.repo.token_by_refresh, hash_secret(refresh_token))
         if row is None or not row.check_client(self.request.client):
             return None
+        if row.revoked_at is None:
+            expires = row.refresh_expires_at
+            if expires is None or _aware(expires) <= server.now:
+                return None
+            # Checked before the token is spent: a wrong `resource` leaves the grant as it was.
+            server.check_resource(self.request, row.resource)
         if row.revoked_at is not None or not server.run(
             server.repo.claim_refresh, row.id, server.now
         ):
             # A spent (rotated) or revoked refresh token: whoever holds it, the grant ends.
             server.run(server.repo.revoke_grant, row.grant_id, server.now)
             return None
-        expires = row.refresh_expires_at
-        if expires is None or _aware(expires) <= server.now:
-            return None
-        server.check_resource(self.request, row.resource)
         return row
 
     def authenticate_user(self, refresh_token: OAuthToken) -> ApiKey | None:

@@ -131,6 +131,14 @@ async def test_a_token_is_good_for_its_agent_endpoint_only(
     )
     assert moved.status_code == 400
     assert moved.json()["error"] == "invalid_target"
+    kept = await exchange(
+        base,
+        grant_type="refresh_token",
+        refresh_token=issued["refresh_token"],
+        client_id=world["client_id"],
+        resource=resource(base, world["tea"]),
+    )
+    assert kept.status_code == 200, kept.text  # the refused request spent nothing
 
 
 async def test_a_wrong_pkce_verifier_is_refused(
