@@ -63,7 +63,6 @@ async def test_keys_page_and_oauth_consent(
     row = page.get_by_test_id("key-row").filter(has_text=key_name)
     await expect(row).to_contain_text(agent_name)
     await expect(row).to_contain_text("5")
-    await shot(page, screenshots, "keys")
     await page.goto(f"{console_url}/ui/keys")
     assert secret not in await page.content()  # shown once
     await expect(page.get_by_test_id("key-row").filter(has_text=key_name)).to_have_count(1)
@@ -126,6 +125,7 @@ async def test_keys_page_and_oauth_consent(
         await page.goto(f"{console_url}/ui/keys")
         token_row = page.get_by_test_id("oauth-token-row").filter(has_text=f"Inspector {suffix}")
         await expect(token_row.get_by_test_id("oauth-token-agent")).to_have_text(agent_name)
+        await shot(page, screenshots, "keys")  # both tables, no secret on the page
         await token_row.get_by_test_id("oauth-token-revoke").click()
         await expect(page.get_by_test_id("notice")).to_contain_text("revoked")
         await expect(token_row).to_have_count(0)
