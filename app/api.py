@@ -17,6 +17,7 @@ from app.conventions.router import router as conventions_router
 from app.databases.router import router as databases_router
 from app.knowledge.router import router as knowledge_router
 from app.mcp.router import router as mcp_router
+from app.oauth.router import router as oauth_router
 from app.openai_api.router import router as openai_router
 from app.skills.router import router as skills_router
 
@@ -49,3 +50,5 @@ def include_api_routers(app: FastAPI) -> None:
     app.include_router(approvals_router, prefix=API_PREFIX, dependencies=[ChatKey])
     # Each agent as a model (docs/openai-api.md): `/v1/...`, errors in OpenAI's shape.
     app.include_router(openai_router, dependencies=[ChatKey])
+    # Public: OAuth metadata, registration, token and revocation (outside /api/v1).
+    app.include_router(oauth_router)

@@ -163,10 +163,6 @@ class Settings(BaseSettings):
         False, validation_alias="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
     )
     """Message text, tool arguments and results in spans (redacted); off by default."""
-    public_url: str = ""
-    """The address people reach this Quiver at (links in notifications to the console);
-    empty: `http://<host>:<port>`."""
-
     # --- approval notifications (docs/notifications.md) ---
     approval_webhook_url: str = ""
     """Each new approval is POSTed here as signed JSON; empty: no notifications."""
@@ -180,6 +176,17 @@ class Settings(BaseSettings):
     approval_webhook_queue: int = Field(1000, ge=1, le=100_000)
     """Notifications waiting to be sent; beyond it new ones are dropped (and logged), the runs
     go on."""
+
+    # --- OAuth for the MCP endpoint (docs/oauth.md) ---
+    public_url: str = ""
+    """The gateway's external base URL (`https://quiver.example.com`): the OAuth metadata and
+    the audience of issued tokens, and console links in approval notifications. Empty: OAuth
+    takes it from each request (the Host header, and the scheme a trusted proxy reports),
+    notifications use `http://<host>:<port>`."""
+    oauth_access_token_ttl_s: int = Field(3600, ge=60, le=86_400)
+    oauth_refresh_token_ttl_s: int = Field(30 * 86_400, ge=300, le=365 * 86_400)
+    oauth_code_ttl_s: int = Field(300, ge=1, le=600)
+    """An authorization code must be redeemed this soon (RFC 6749 recommends at most 10 min)."""
 
     @field_validator("secret_keys", mode="before")
     @classmethod
@@ -213,7 +220,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"key #{i + 1} is not a valid Fernet key") from exc
         return value
 
-    @field_validator("public_url", "approval_webhook_url")
+    @field_validator("approval_webhook_url")
     @classmethod
     def _check_http_url(cls, value: str) -> str:
         if value and not value.startswith(("http://", "https://")):
@@ -242,6 +249,16 @@ class Settings(BaseSettings):
         allowed = ("postgresql", "postgres", "sqlite")
         if value and value.split(":", 1)[0].split("+", 1)[0] not in allowed:
             raise ValueError("must be a postgresql:// or sqlite:// URL")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and (
+            value.split("://", 1)[0] not in ("http", "https") or "?" in value or "#" in value
+        ):
+            raise ValueError("must be an http(s):// base URL without query or fragment")
         return value
 
     @field_validator("log_level")

@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
             "databases",
             "knowledge",
             "mcp",
+            "oauth",
             "skills",
             "tenancy",
         ),

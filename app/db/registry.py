@@ -11,6 +11,7 @@ from app.databases import models as databases_models
 from app.db.base import Base
 from app.knowledge import models as knowledge_models
 from app.mcp import models as mcp_models
+from app.oauth import models as oauth_models
 from app.skills import models as skills_models
 from app.tenancy import models as tenancy_models
 from app.ui import models as ui_models
@@ -27,6 +28,7 @@ __all__ = [
     "databases_models",
     "knowledge_models",
     "mcp_models",
+    "oauth_models",
     "skills_models",
     "tenancy_models",
     "ui_models",

@@ -43,15 +43,14 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
-from app.apikeys.auth import failed_attempt
-from app.errors import QuiverError, Unauthorized, error_body
+from app.errors import QuiverError, error_body
 from app.kit.request_guard import replay_body
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.listings import Listings
+from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
 from app.mcpserver.sessions import Caller, McpSession, McpSessions, parse_session_id
 from app.runtime import Runtime
-from app.tenancy.principal import USER_HEADER, Principal
 
 logger = logging.getLogger("quiver.mcp_server")
 _AGENT_PATH = re.compile(r"/agents/([^/]+)/?$")
@@ -348,27 +347,18 @@ class McpEndpoint:
         """401 without a valid key, 404 for an unknown agent or one the key may not use."""
         request = Request(scope)
         match = _AGENT_PATH.search(scope["path"])
+        name = match.group(1) if match else ""
+        runtime: Runtime = self.app.state.runtime
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            return _json_error(
-                401, "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'"
-            ), None
-        runtime: Runtime = self.app.state.runtime
+            detail = "missing API key: send 'Authorization: Bearer <key>' (or use OAuth)"
+            return challenge(runtime.settings, request, name, detail, invalid=False), None
         async with runtime.sessionmaker() as session:
-            key = await runtime.keys.authenticate(session, token.strip())
-            if key is None:
-                error = failed_attempt(
-                    self.app, scope.get("client"), Unauthorized("invalid or revoked API key")
-                )
-                return JSONResponse(
-                    error_body(error.kind, error.message), error.status_code, error.headers()
-                ), None
-            if not {"admin", "chat"} & set(key.scopes):
-                return _json_error(
-                    403, "Forbidden", "this route needs an API key with scope 'chat' or 'admin'"
-                ), None
-            principal = Principal.of(key, user=request.headers.get(USER_HEADER) or None)
-            name = match.group(1) if match else ""
+            principal = await bearer_principal(
+                runtime.settings, runtime.keys, session, request, token.strip(), name
+            )
+            if isinstance(principal, Response):
+                return principal, None
             session_id = request.headers.get(MCP_SESSION_ID_HEADER)
             state = self.sessions.get(session_id) if self.sessions and session_id else None
             # A live session keeps the agent it was opened with: only the key is read again.

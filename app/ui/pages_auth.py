@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 from app.apikeys.auth import failed_attempt
 from app.db.session import SessionDep
 from app.errors import RateLimited, Unauthorized
+from app.oauth.metadata import AUTHORIZE_PATH
 from app.ui import sessions
 from app.ui.api_auth import SESSION_COOKIE, tokens_match
 from app.ui.deps import (
@@ -30,13 +31,26 @@ async def home(request: Request, session: SessionDep) -> Response:
     return back("/ui/agents" if console.admin else "/ui/playground")
 
 
-def _login_page(
-    request: Request, *, status_code: int = 200, failure: str | None = None
+def safe_next(value: str) -> str | None:
+    """Where a sign-in may continue: only the OAuth consent page (an absolute path here)."""
+    if value == AUTHORIZE_PATH or value.startswith(AUTHORIZE_PATH + "?"):
+        return value
+    return None
+
+
+def login_page(
+    request: Request, *, status_code: int = 200, failure: str | None = None, next_path: str = ""
 ) -> Response:
     """The sign-in form with a fresh pre-login CSRF token (in the form and in a cookie)."""
     token = sessions.new_token()
     response = page(
-        request, "login.html", None, status_code=status_code, login_token=token, failure=failure
+        request,
+        "login.html",
+        None,
+        status_code=status_code,
+        login_token=token,
+        failure=failure,
+        next_path=safe_next(next_path) or "",
     )
     response.set_cookie(
         PRELOGIN_COOKIE,
@@ -52,7 +66,7 @@ def _login_page(
 
 @router.get("/login", response_class=HTMLResponse)
 async def login_form(request: Request) -> Response:
-    return _login_page(request)
+    return login_page(request)
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -61,6 +75,7 @@ async def login(
     session: SessionDep,
     api_key: Annotated[str, Form(max_length=1024)] = "",
     csrf_token: CsrfField = "",
+    next_path: Annotated[str, Form(alias="next", max_length=8192)] = "",
 ) -> Response:
     expected = request.cookies.get(PRELOGIN_COOKIE, "")
     if not expected or not tokens_match(expected, csrf_token):
@@ -81,12 +96,15 @@ async def login(
             client,
             Unauthorized("invalid or revoked API key (or one without scope admin or chat)"),
         )
-        response = _login_page(request, status_code=error.status_code, failure=error.message)
+        response = login_page(
+            request, status_code=error.status_code, failure=error.message, next_path=next_path
+        )
         if isinstance(error, RateLimited):
             response.headers.update(error.headers() or {})
         return response
     session_id, key = signed_in
-    redirect = back("/ui/agents" if "admin" in key.scopes else "/ui/playground")
+    home = "/ui/agents" if "admin" in key.scopes else "/ui/playground"
+    redirect = back(safe_next(next_path) or home)
     redirect.set_cookie(
         SESSION_COOKIE,
         session_id,
