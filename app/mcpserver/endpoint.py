@@ -45,7 +45,8 @@ from app.agents.repository import AgentRepository
 from app.errors import QuiverError, error_body
 from app.kit.request_guard import replay_body
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
-from app.mcpserver.sessions import Caller, McpSession, McpSessions, parse_session_id
+from app.mcpserver.sessions import McpSessions
+from app.mcpserver.state import Caller, McpSession, parse_session_id
 from app.runtime import Runtime
 from app.tenancy.principal import USER_HEADER, Principal
 
