@@ -110,4 +110,5 @@ def add_error_handlers(app: FastAPI) -> None:
             return JSONResponse(error_body("Invalid", f"body: {exc.detail}"), 422)
         kinds = {404: "NotFound", 405: "MethodNotAllowed", 401: "Unauthorized", 403: "Forbidden"}
         kind = kinds.get(exc.status_code, "HTTPError")
-        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code)
+        # A 405 keeps the framework's `Allow` header (RFC 9110 §15.5.6).
+        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code, exc.headers)

@@ -4,14 +4,18 @@ the bearer scheme declared (Swagger UI's Authorize button), Swagger UI served fr
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
+
+from app.errors import error_body
 
 DOCS_URL = "/docs"
 ASSETS_URL = "/docs/assets"
@@ -93,6 +97,43 @@ def declare_errors(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+class AllowedMethods:
+    """The methods `/openapi.json` declares for a request path, for a 405's `Allow` header.
+
+    The framework names only the first route whose path matched (one route per method); a
+    path matching a literal route (`/connectors/import`) is that route's, not an item's."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self._index: list[tuple[int, re.Pattern[str], set[str]]] | None = None
+
+    def _built(self) -> list[tuple[int, re.Pattern[str], set[str]]]:
+        if self._index is None:
+            index = []
+            for path, operations in self.app.openapi().get("paths", {}).items():
+                methods = {m.upper() for m in operations if m in _METHODS}
+                if "GET" in methods:
+                    methods.add("HEAD")
+                pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path))
+                index.append((path.count("{"), re.compile(f"^{pattern}/?$"), methods))
+            self._index = sorted(index, key=lambda entry: entry[0])
+        return self._index
+
+    def __call__(self, path: str) -> str | None:
+        found: set[str] = set()
+        fewest: int | None = None
+        for params, pattern, methods in self._built():
+            if fewest is not None and params > fewest:
+                break
+            if pattern.match(path):
+                fewest = params
+                found |= methods
+        return ", ".join(sorted(found)) if found else None
+
+
 def install_docs(app: FastAPI) -> None:
     """`/openapi.json` with declared errors, and `/docs` from local assets.
 
@@ -112,6 +153,17 @@ def install_docs(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    allowed = AllowedMethods(app)
+
+    @app.exception_handler(405)
+    async def _method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
+        headers = dict(getattr(exc, "headers", None) or {})
+        allow = allowed(request.url.path)
+        if allow is not None:
+            headers["Allow"] = allow
+        detail = exc.detail if isinstance(exc, StarletteHTTPException) else "Method Not Allowed"
+        return JSONResponse(error_body("MethodNotAllowed", str(detail)), 405, headers)
+
     app.mount(ASSETS_URL, StaticFiles(directory=str(swagger_ui_path)), name="swagger-ui")
     redirect_url = f"{DOCS_URL}/oauth2-redirect"
 
