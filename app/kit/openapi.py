@@ -1,6 +1,6 @@
 """The OpenAPI document and `/docs`: every error status declared with the one error shape,
-the bearer scheme declared (Swagger UI's Authorize button), Swagger UI served from the
-`swagger-ui-bundle` package so the page works offline."""
+the bearer scheme declared (Swagger UI's Authorize button), a 405 that names the allowed
+methods; `/docs` itself is `docs_page.py`."""
 
 from __future__ import annotations
 
@@ -8,17 +8,13 @@ import re
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.staticfiles import StaticFiles
-from swagger_ui_bundle import swagger_ui_path
 
 from app.errors import error_body
+from app.kit.docs_page import install_swagger_ui
 
-DOCS_URL = "/docs"
-ASSETS_URL = "/docs/assets"
 BEARER_SCHEME = "bearerAuth"
 ERROR_SCHEMA_NAME = "Error"
 
@@ -164,21 +160,4 @@ def install_docs(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc, StarletteHTTPException) else "Method Not Allowed"
         return JSONResponse(error_body("MethodNotAllowed", str(detail)), 405, headers)
 
-    app.mount(ASSETS_URL, StaticFiles(directory=str(swagger_ui_path)), name="swagger-ui")
-    redirect_url = f"{DOCS_URL}/oauth2-redirect"
-
-    @app.get(DOCS_URL, include_in_schema=False)
-    async def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json",
-            title=f"{app.title} - API docs",
-            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_URL}/favicon-32x32.png",
-            oauth2_redirect_url=redirect_url,
-            swagger_ui_parameters={"persistAuthorization": True},
-        )
-
-    @app.get(redirect_url, include_in_schema=False)
-    async def swagger_ui_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
+    install_swagger_ui(app)
