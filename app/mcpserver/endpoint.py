@@ -3,7 +3,8 @@
 The MCP SDK's low-level `Server` and `StreamableHTTPSessionManager` serve the protocol; this
 module authenticates the bearer key, finds the agent (404 before any MCP exchange), and
 hands `tools/list` / `tools/call` to `McpSessions`. The endpoint speaks the session
-(`initialize`) protocol versions: a session is what a run is to the journal.
+(`initialize`) protocol versions: a session is what a run is to the journal. The stateless
+revision (2026-07-28) is refused with -32022 naming those versions (`_protocol_refusal`).
 
 Sessions outlive the process that opened them: the session id names the session's run, and a
 request for a session this process does not hold gets a transport resumed under that id (its
@@ -34,7 +35,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServ
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
-from mcp_types import DEFAULT_NEGOTIATED_VERSION, INVALID_REQUEST
+from mcp_types import DEFAULT_NEGOTIATED_VERSION, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -230,14 +231,20 @@ def _invalid_id(body: bytes) -> Response | None:
     return None
 
 
-def _protocol_refusal() -> Response:
+def _protocol_refusal(requested: str) -> Response:
+    """The stateless revision (2026-07-28: no `initialize`, no session) is answered the way
+    that revision rejects a version: -32022 naming the versions served, so a client in the
+    SDK's `auto` mode falls back to the `initialize` handshake and a client pinned to it gets
+    a typed error. A session is what a run is here: what `request_tools` loaded and the
+    client's elicitation (approvals) live in it."""
     body = {
         "jsonrpc": "2.0",
         "id": None,
         "error": {
-            "code": -32600,
-            "message": "this endpoint serves MCP sessions: send initialize "
-            f"(protocol versions {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
+            "code": UNSUPPORTED_PROTOCOL_VERSION,
+            "message": "Unsupported protocol version: this endpoint serves MCP sessions; "
+            f"send initialize (protocol versions {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
+            "data": {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": requested},
         },
     }
     return Response(json.dumps(body), status_code=400, media_type="application/json")
@@ -412,7 +419,7 @@ class McpEndpoint:
             return _json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return _protocol_refusal(), None
+            return _protocol_refusal(version), None
         if not admitted:  # ended, unknown, or opened with another agent or key
             return _json_error(404, "NotFound", "MCP session not found"), None
         return None, Caller(agent=agent, principal=principal)

@@ -24,8 +24,8 @@ from tests.connectors.server_app import LocalServer
 from tests.fixtures.database import create_database, drop_database
 from tests.fixtures.live import serve_app
 from tests.fixtures.served import ADMIN_TOKEN as SERVED_TOKEN
-from tests.fixtures.served import clean_env, quiver_serve
-from tests.mcpserver.test_endpoint import INITIALIZE, MCP_HEADERS, _open_raw, post, unique
+from tests.fixtures.served import INITIALIZE, clean_env, quiver_serve
+from tests.mcpserver.test_endpoint import MCP_HEADERS, _open_raw, post, unique
 from tests.mcpserver.test_workers import journal, run_row
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
