@@ -1,7 +1,7 @@
 """tool-call audit rows carry their call id (`tool_call`/`tool_result` events)
 
 Revision ID: 0006_mcpedge
-Revises: 0005_tool_call_history
+Revises: 0006_knowledge
 Create Date: 2026-12-02
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006_mcpedge"
-down_revision: str | None = "0005_tool_call_history"
+down_revision: str | None = "0006_knowledge"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
