@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     mcp_session_idle_s: float = Field(1800.0, gt=0)
     """An MCP session at `/mcp/agents/{name}` with no request for this long ends (its run
     finishes)."""
+    mcp_sessions_per_key: int = Field(32, ge=1, le=100_000)
+    """Open MCP endpoint sessions one API key may hold (across workers); opening one more
+    answers 429 until one ends (DELETE) or goes idle."""
 
     # --- server ---
     host: str = "127.0.0.1"

@@ -231,4 +231,6 @@ def add_error_handlers(app: FastAPI) -> None:
             return error_response(path, 422, "Invalid", f"body: {exc.detail}")
         kinds = {404: "NotFound", 405: "MethodNotAllowed", 401: "Unauthorized", 403: "Forbidden"}
         kind = kinds.get(exc.status_code, "HTTPError")
-        return error_response(path, exc.status_code, kind, str(exc.detail))
+        # A 405 keeps the framework's `Allow` header (RFC 9110 §15.5.6).
+        headers = dict(exc.headers) if exc.headers else None
+        return error_response(path, exc.status_code, kind, str(exc.detail), headers=headers)

@@ -320,8 +320,12 @@ async def _hold(
 
 async def _sessions(levels: tuple[int, ...]) -> dict[str, Any]:
     """Open N endpoint sessions at once (initialize + tools/list each) and hold them: gateway
-    RSS per open session; every session must still answer a `tools/call` at the end."""
-    env = {"QUIVER_MCP_STDIO_COMMANDS": TIME_SERVER}
+    RSS per open session; every session must still answer a `tools/call` at the end. One key
+    holds them all: its open-session cap is raised above the largest level."""
+    env = {
+        "QUIVER_MCP_STDIO_COMMANDS": TIME_SERVER,
+        "QUIVER_MCP_SESSIONS_PER_KEY": str(max(levels) + 10),
+    }
     raise_fd_limit()
     out: dict[str, Any] = {}
     async with gateway("http://127.0.0.1:9/v1", extra_env=env) as gw, gw.client() as admin:

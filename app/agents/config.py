@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.config import SelectionStrategy, SkillMode, ToolMode
+from app.kit.schemas import Flag
 
 
 class _Strict(BaseModel):
@@ -23,7 +24,7 @@ class ToolProfile(_Strict):
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
     max_tools: int | None = Field(default=None, ge=0)
-    require_verified: bool = False
+    require_verified: Flag = False
 
 
 class StepIteration(_Strict):

@@ -20,6 +20,8 @@ class ToolCall(IdMixin, Base):
     )
 
     run_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, index=True, default=None)
+    call_id: Mapped[str | None] = mapped_column(String(128), default=None)
+    """The call's id in its run (`tool_call`/`tool_result` events); None for older rows."""
     api_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, index=True, default=None)
     user: Mapped[str | None] = mapped_column(String(256), default=None)
     agent_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
@@ -36,6 +38,7 @@ class ToolCall(IdMixin, Base):
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, index=True
     )
+    """When the call started (rows are written in batches, after the call)."""
 
 
 class DeletedResource(Base):

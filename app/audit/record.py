@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from app.audit.models import ToolCall
+from app.db.base import utcnow
 from app.security.redact import redact, redact_text
 from app.tools.base import CallContext, ToolDef, ToolResult
 
@@ -34,6 +36,7 @@ def audit_kind(tool: ToolDef | None, step: str | None) -> str:
 
 def tool_call_row(
     *,
+    call_id: str | None,
     name: str,
     arguments: Any,
     tool: ToolDef | None,
@@ -43,11 +46,14 @@ def tool_call_row(
     latency_ms: float,
 ) -> ToolCall:
     """`step` is the progress tracker's step id for the call (its target); without one, the
-    result's step or the tool's own target."""
+    result's step or the tool's own target. Built as the call ends: `created_at` is when it
+    started (now less its latency), `call_id` the id its `tool_call` event carries."""
     step = step or result.step or (tool.target if tool is not None else None)
     args = redact(arguments) if isinstance(arguments, dict) else {"raw": redact(arguments)}
     error = redact_text(result.error or "error")[:_ERROR_CHARS] if not result.ok else None
     return ToolCall(
+        call_id=call_id[:128] if call_id else None,
+        created_at=utcnow() - timedelta(milliseconds=latency_ms),
         run_id=_uuid(ctx.run_id),
         api_key_id=_uuid(ctx.api_key_id),
         user=ctx.user,

@@ -10,7 +10,10 @@ from app.kit.schemas import Schema
 class ToolCallRead(Schema):
     id: uuid.UUID
     created_at: datetime
+    """When the call started."""
     run_id: uuid.UUID | None
+    call_id: str | None
+    """The call's id in its run: its `tool_call` and `tool_result` events carry it."""
     api_key_id: uuid.UUID | None
     user: str | None
     agent_id: uuid.UUID | None

@@ -28,22 +28,22 @@ class ToolAuditBackend(Protocol):
 
 
 def insert_tool_calls_sql(first: int) -> str:
-    """`INSERT … SELECT … FROM unnest(…)` of tool-call rows, its 13 array parameters numbered
+    """`INSERT … SELECT … FROM unnest(…)` of tool-call rows, its 14 array parameters numbered
     from `$first` in `tool_call_arrays`' order (alone here; a CTE of the journal's batch).
 
     `ON CONFLICT`: a batch sent again after its connection dropped mid-answer is stored once.
     """
     types = ("uuid", "uuid", "uuid", "text", "uuid", "text", "text", "text", "text", "bool",
-             "text", "float8", "timestamptz")  # fmt: skip
+             "text", "float8", "timestamptz", "text")  # fmt: skip
     arrays = ", ".join(f"${first + i}::{t}[]" for i, t in enumerate(types))
     return f"""
 INSERT INTO tool_calls (id, run_id, api_key_id, "user", agent_id, kind, name, target,
-                        arguments, ok, error, latency_ms, created_at)
+                        arguments, ok, error, latency_ms, created_at, call_id)
 SELECT t.id, t.run_id, t.api_key_id, t.u, t.agent_id, t.kind, t.name, t.target,
-       t.arguments::jsonb, t.ok, t.error, t.latency_ms, t.created_at
+       t.arguments::jsonb, t.ok, t.error, t.latency_ms, t.created_at, t.call_id
 FROM unnest({arrays})
      AS t(id, run_id, api_key_id, u, agent_id, kind, name, target, arguments, ok, error,
-          latency_ms, created_at)
+          latency_ms, created_at, call_id)
 ON CONFLICT (id) DO NOTHING
 """
 
@@ -52,7 +52,7 @@ _INSERT = insert_tool_calls_sql(1)
 
 
 def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:
-    """The rows as 13 arrays, in the order of `_INSERT`'s `unnest` (also used by the journal
+    """The rows as 14 arrays, in the order of `_INSERT`'s `unnest` (also used by the journal
     batch, which stores an MCP session's audit rows with its events)."""
     now = utcnow()
     for row in batch:  # what the ORM would fill in at flush
@@ -72,6 +72,7 @@ def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:
         [r.error for r in batch],
         [float(r.latency_ms or 0.0) for r in batch],
         [r.created_at for r in batch],
+        [r.call_id for r in batch],
     )
 
 

@@ -224,7 +224,7 @@ class ReactRun:
             return
         await self._run_stored()
 
-        async def call_tool(_call_id: str, name: str, args: dict[str, Any]) -> ToolResult:
+        async def call_tool(call_id: str, name: str, args: dict[str, Any]) -> ToolResult:
             started = time.perf_counter()
             tool = toolset.full_tools().get(name)
             kind = tool.kind if tool else ""
@@ -237,6 +237,7 @@ class ReactRun:
             if self.deps.backends.tool_audit is not None:  # audited like the model's calls
                 self.deps.backends.tool_audit.record(
                     tool_call_row(
+                        call_id=call_id,
                         name=name,
                         arguments=args,
                         tool=toolset.full_tools().get(name),

@@ -72,6 +72,7 @@ async def list_runs(
     *,
     agent_id: uuid.UUID | None = None,
     conversation_id: uuid.UUID | None = None,
+    parent_run_id: uuid.UUID | None = None,
     status: str | None = None,
 ) -> Page[RunRead]:
     repo = RunQueryRepository(session)
@@ -79,6 +80,7 @@ async def list_runs(
         principal,
         agent_id=agent_id,
         conversation_id=conversation_id,
+        parent_run_id=parent_run_id,
         status=status,
         limit=page.limit,
         offset=page.offset,

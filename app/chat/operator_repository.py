@@ -27,6 +27,7 @@ class RunQueryRepository(RepositoryBase[Run]):
         *,
         agent_id: uuid.UUID | None,
         conversation_id: uuid.UUID | None,
+        parent_run_id: uuid.UUID | None,
         status: str | None,
         limit: int,
         offset: int,
@@ -36,6 +37,8 @@ class RunQueryRepository(RepositoryBase[Run]):
             stmt = stmt.where(Run.agent_id == agent_id)
         if conversation_id is not None:
             stmt = stmt.where(Run.conversation_id == conversation_id)
+        if parent_run_id is not None:
+            stmt = stmt.where(Run.parent_run_id == parent_run_id)
         if status is not None:
             stmt = stmt.where(Run.status == status)
         return await self.paginate(limit=limit, offset=offset, stmt=stmt)

@@ -33,15 +33,18 @@ async def runs(
     page: PageDep,
     agent_id: uuid.UUID | None = None,
     conversation_id: uuid.UUID | None = None,
+    parent_run_id: uuid.UUID | None = None,
     status: RunStatus = None,
 ) -> Page[RunRead]:
-    """Runs, newest first (paginated), filtered by agent, conversation and status."""
+    """Runs, newest first (paginated), filtered by agent, conversation, parent run (the
+    `call_agent` delegations a run started) and status."""
     return await list_runs(
         session,
         principal,
         page,
         agent_id=agent_id,
         conversation_id=conversation_id,
+        parent_run_id=parent_run_id,
         status=status,
     )
 

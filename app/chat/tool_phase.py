@@ -202,6 +202,7 @@ class ToolPhase:
         if self.audit is not None:
             self.audit.record(
                 tool_call_row(
+                    call_id=call.id,
                     name=call.name,
                     arguments=args if args is not None else call.arguments,
                     tool=self.toolset.full_tools().get(call.name),

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, StringConstraints, field_validator, model_validator
 
-from app.kit.schemas import ReadSchema, Schema, Slug, from_column
+from app.kit.schemas import Flag, ReadSchema, Schema, Slug, from_column
 
 AuthType = Literal["none", "bearer", "api_key", "basic"]
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -93,7 +93,7 @@ class ActionCreate(Schema):
     path: ActionPath = "/"
     parameters: dict[str, Any] = Field(default_factory=dict)
     body_template: Any | None = None
-    requires_confirmation: bool = False
+    requires_confirmation: Flag = False
 
     @model_validator(mode="after")
     def _schema(self) -> ActionCreate:
@@ -108,7 +108,7 @@ class ActionUpdate(Schema):
     path: ActionPath | None = None
     parameters: dict[str, Any] | None = None
     body_template: Any | None = None
-    requires_confirmation: bool | None = None
+    requires_confirmation: Flag | None = None
 
 
 class ActionRead(ReadSchema):

@@ -42,7 +42,11 @@ add_crud_routes(
 )
 
 
-@router.post("/{id}/introspect", response_model=DatabaseRead, responses=ERROR_RESPONSES)
+@router.post(
+    "/{id}/introspect",
+    response_model=DatabaseRead,
+    responses={**ERROR_RESPONSES, 502: {}},  # the database refused or failed the reads
+)
 async def introspect_database(id: uuid.UUID, session: SessionDep, engines: EngineCacheDep) -> Any:
     """Read tables, columns, keys and comments into the cached schema the model sees."""
     return DatabaseRead.model_validate(await service.introspect(session, id, engines))

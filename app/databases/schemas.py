@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from app.kit.schemas import OrEmpty, ReadSchema, Schema, ShortText, Slug, from_column
+from app.kit.schemas import Flag, OrEmpty, ReadSchema, Schema, ShortText, Slug, from_column
 from app.security.secrets_view import MaskedUrl
 
 DbUrl = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
@@ -18,7 +18,7 @@ class DatabaseCreate(Schema):
     description: ShortText = ""
     url: DbUrl
     """Secret: encrypted at rest; responses show it with the password masked."""
-    read_only: bool = True
+    read_only: Flag = True
     max_rows: MaxRows = 1000
     query_timeout_s: QueryTimeout = 30.0
 
@@ -27,7 +27,7 @@ class DatabaseUpdate(Schema):
     name: Slug | None = None
     description: ShortText | None = None
     url: DbUrl | None = None
-    read_only: bool | None = None
+    read_only: Flag | None = None
     max_rows: MaxRows | None = None
     query_timeout_s: QueryTimeout | None = None
 
@@ -62,7 +62,7 @@ class DatabaseRead(ReadSchema):
 
 
 class TableUpdate(Schema):
-    hidden: bool | None = None
+    hidden: Flag | None = None
     description: Annotated[str, StringConstraints(max_length=2000)] | None = None
 
 

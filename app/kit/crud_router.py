@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from fastapi import APIRouter, Request, status
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from app.db.session import SessionDep
 from app.errors import error_body
@@ -33,6 +34,17 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {"application/json": {"example": error_body("Invalid", "...")}},
     },
 }
+
+
+class ItemIdConvertor(StringConvertor):
+    """`/{id:item}`: any path segment (validated as a UUID, 422 otherwise) except the name of
+    a collection's own route (`/import`): `PATCH /connectors/import` is then a 405 naming the
+    allowed methods, not an id that fails validation."""
+
+    regex = r"(?!import$)[^/]+"
+
+
+register_url_convertor("item", ItemIdConvertor())
 
 
 AfterChange = Callable[[Request, uuid.UUID], Awaitable[None]]
@@ -113,7 +125,7 @@ def add_crud_routes(
         summary=f"List {label}s (paginated)",
     )
     router.add_api_route(
-        "/{id}",
+        "/{id:item}",
         get_item,
         methods=["GET"],
         response_model=read,
@@ -122,7 +134,7 @@ def add_crud_routes(
     )
     if "update" not in skip:
         router.add_api_route(
-            "/{id}",
+            "/{id:item}",
             update_item,
             methods=["PATCH"],
             response_model=read,
@@ -130,7 +142,7 @@ def add_crud_routes(
             summary=f"Update a {label} (partial)",
         )
     router.add_api_route(
-        "/{id}",
+        "/{id:item}",
         delete_item,
         methods=["DELETE"],
         status_code=status.HTTP_204_NO_CONTENT,

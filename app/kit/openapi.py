@@ -1,22 +1,20 @@
 """The OpenAPI document and `/docs`: every error status declared with the one error shape,
-the bearer scheme declared (Swagger UI's Authorize button), Swagger UI served from the
-`swagger-ui-bundle` package so the page works offline."""
+the bearer scheme declared (Swagger UI's Authorize button), a 405 that names the allowed
+methods; `/docs` itself is `docs_page.py`."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from fastapi import FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
-from starlette.staticfiles import StaticFiles
-from swagger_ui_bundle import swagger_ui_path
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.errors import OPENAI_PREFIX
+from app.errors import OPENAI_PREFIX, error_body
+from app.kit.docs_page import install_swagger_ui
 
-DOCS_URL = "/docs"
-ASSETS_URL = "/docs/assets"
 BEARER_SCHEME = "bearerAuth"
 ERROR_SCHEMA_NAME = "Error"
 
@@ -123,6 +121,43 @@ def declare_errors(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+class AllowedMethods:
+    """The methods `/openapi.json` declares for a request path, for a 405's `Allow` header.
+
+    The framework names only the first route whose path matched (one route per method); a
+    path matching a literal route (`/connectors/import`) is that route's, not an item's."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self._index: list[tuple[int, re.Pattern[str], set[str]]] | None = None
+
+    def _built(self) -> list[tuple[int, re.Pattern[str], set[str]]]:
+        if self._index is None:
+            index = []
+            for path, operations in self.app.openapi().get("paths", {}).items():
+                methods = {m.upper() for m in operations if m in _METHODS}
+                if "GET" in methods:
+                    methods.add("HEAD")
+                pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path))
+                index.append((path.count("{"), re.compile(f"^{pattern}/?$"), methods))
+            self._index = sorted(index, key=lambda entry: entry[0])
+        return self._index
+
+    def __call__(self, path: str) -> str | None:
+        found: set[str] = set()
+        fewest: int | None = None
+        for params, pattern, methods in self._built():
+            if fewest is not None and params > fewest:
+                break
+            if pattern.match(path):
+                fewest = params
+                found |= methods
+        return ", ".join(sorted(found)) if found else None
+
+
 def install_docs(app: FastAPI) -> None:
     """`/openapi.json` with declared errors, and `/docs` from local assets.
 
@@ -142,21 +177,15 @@ def install_docs(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    app.mount(ASSETS_URL, StaticFiles(directory=str(swagger_ui_path)), name="swagger-ui")
-    redirect_url = f"{DOCS_URL}/oauth2-redirect"
+    allowed = AllowedMethods(app)
 
-    @app.get(DOCS_URL, include_in_schema=False)
-    async def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json",
-            title=f"{app.title} - API docs",
-            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_URL}/favicon-32x32.png",
-            oauth2_redirect_url=redirect_url,
-            swagger_ui_parameters={"persistAuthorization": True},
-        )
+    @app.exception_handler(405)
+    async def _method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
+        headers = dict(getattr(exc, "headers", None) or {})
+        allow = allowed(request.url.path)
+        if allow is not None:
+            headers["Allow"] = allow
+        detail = exc.detail if isinstance(exc, StarletteHTTPException) else "Method Not Allowed"
+        return JSONResponse(error_body("MethodNotAllowed", str(detail)), 405, headers)
 
-    @app.get(redirect_url, include_in_schema=False)
-    async def swagger_ui_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
+    install_swagger_ui(app)

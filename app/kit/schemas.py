@@ -6,7 +6,15 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StringConstraints,
+)
 
 T = TypeVar("T")
 
@@ -15,6 +23,8 @@ Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
 starting with a letter or digit. They appear inside tool names, which allow the same set."""
 ShortText = Annotated[str, StringConstraints(max_length=2000)]
 LongText = Annotated[str, StringConstraints(max_length=200_000)]
+Flag = Annotated[bool, Strict()]
+"""A boolean of a request body: `true` or `false` only (never `0`, `1` or `"yes"`)."""
 
 
 def from_column(field: str, column: str) -> Any:

@@ -42,6 +42,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from app.mcp.models import McpServer
+from app.mcp.watch import watched
 from app.security.pinning import StaticPinnedTransport
 from app.security.redact import redact_text
 
@@ -284,6 +285,8 @@ class McpSession:
         self._stop = asyncio.Event()
         self._error: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
+        self.ended = False
+        """The server's side of the connection ended (a stdio process exited or was killed)."""
 
     @classmethod
     async def open(
@@ -314,7 +317,8 @@ class McpSession:
 
     @property
     def alive(self) -> bool:
-        return self._client is not None and self._task is not None and not self._task.done()
+        task = self._task
+        return self._client is not None and task is not None and not task.done() and not self.ended
 
     @property
     def protocol_version(self) -> str | None:
@@ -364,7 +368,7 @@ class McpSession:
     async def _run(self, transport: Transport) -> None:
         try:
             async with Client(
-                transport,
+                watched(transport, self._connection_ended),
                 mode="auto",
                 cache=None,
                 client_info=_CLIENT_INFO,
@@ -384,6 +388,13 @@ class McpSession:
         finally:
             self._client = None
             self._ready.set()
+
+    def _connection_ended(self) -> None:
+        """Calls in flight fail (the SDK wakes them); the session winds down at once."""
+        if not self._stop.is_set():
+            logger.info("MCP server %r closed the connection", self.spec.name)
+        self.ended = True
+        self._stop.set()
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, types.ToolListChangedNotification):

@@ -48,9 +48,11 @@ ToolsChangedHook = Callable[[uuid.UUID, list[dict[str, Any]]], Awaitable[None]]
 
 @dataclass
 class _Broken:
-    """The session dropped under a request; the caller reconnects once and retries."""
+    """The session dropped under a request; the caller reconnects once and retries, unless
+    the server exited with the call in flight (it may have run: never run twice)."""
 
     detail: str
+    exited: bool = False
 
 
 @dataclass
@@ -110,7 +112,16 @@ class McpPool:
             if not isinstance(outcome, _Broken):
                 break
             await self._drop(server.id, session)
+            if outcome.exited:
+                break
         match outcome:
+            case _Broken(detail=detail, exited=True):
+                return ToolResult.fail(
+                    f"MCP server {spec.name!r} exited during {tool!r} (not retried: the call "
+                    f"may have run; the next call starts it again): {detail}",
+                    retryable=True,
+                    step=step,
+                )
             case _Broken(detail=detail):
                 return ToolResult.fail(
                     f"MCP server {spec.name!r} dropped the connection during {tool!r} "
@@ -306,7 +317,9 @@ class McpPool:
             return _timeout(spec, tool)
         except MCPError as exc:
             if _session_lost(exc):
-                return _Broken(describe_error(exc, spec))
+                # A stdio connection ends only with its process: the call was in flight.
+                exited = session.ended and spec.transport == "stdio"
+                return _Broken(describe_error(exc, spec), exited=exited)
             if exc.code == types.REQUEST_TIMEOUT:
                 return _timeout(spec, tool)
             return ToolResult.fail(

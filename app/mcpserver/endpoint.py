@@ -3,7 +3,8 @@
 The MCP SDK's low-level `Server` and `StreamableHTTPSessionManager` serve the protocol; this
 module authenticates the bearer key, finds the agent (404 before any MCP exchange), and
 hands `tools/list` / `tools/call` to `McpSessions`. The endpoint speaks the session
-(`initialize`) protocol versions: a session is what a run is to the journal.
+(`initialize`) protocol versions: a session is what a run is to the journal. The stateless
+revision (2026-07-28) is refused with -32022 naming those versions (`_protocol_refusal`).
 
 Sessions outlive the process that opened them: the session id names the session's run, and a
 request for a session this process does not hold gets a transport resumed under that id (its
@@ -32,10 +33,9 @@ from mcp.server.models import InitializationOptions
 from mcp.server.runner import serve_connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
-from mcp_types import DEFAULT_NEGOTIATED_VERSION
+from mcp_types import DEFAULT_NEGOTIATED_VERSION, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -49,7 +49,8 @@ from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.listings import Listings
 from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
-from app.mcpserver.sessions import Caller, McpSession, McpSessions, parse_session_id
+from app.mcpserver.sessions import McpSessions
+from app.mcpserver.state import Caller, McpSession, parse_session_id
 from app.runtime import Runtime
 
 logger = logging.getLogger("quiver.mcp_server")
@@ -89,8 +90,11 @@ class _SessionManager(StreamableHTTPSessionManager):
     """Names sessions after their runs, resumes sessions opened elsewhere, and tells
     `McpSessions` however a session's transport ends here (DELETE, idle timeout, shutdown)."""
 
-    def __init__(self, server: Server[Any], sessions: McpSessions, idle_s: float) -> None:
-        super().__init__(server, session_idle_timeout=idle_s)
+    def __init__(
+        self, server: Server[Any], sessions: McpSessions, idle_s: float, max_body: int
+    ) -> None:
+        # The app's own body limit (`RequestGuard`, 413 with the usual body) is the only one.
+        super().__init__(server, session_idle_timeout=idle_s, max_request_body_size=max_body + 1)
         self.quiver_sessions = sessions
 
     def holds(self, session_id: str) -> bool:
@@ -168,8 +172,11 @@ class _SessionManager(StreamableHTTPSessionManager):
             await self.quiver_sessions.ended_here(session_id)
 
 
-def _json_error(status: int, kind: str, detail: str) -> Response:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def _json_error(
+    status: int, kind: str, detail: str, headers: dict[str, str] | None = None
+) -> Response:
+    if status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
     return JSONResponse(error_body(kind, detail), status_code=status, headers=headers)
 
 
@@ -205,14 +212,45 @@ def _initialize_params(body: bytes) -> dict[str, Any] | None:
     return params if isinstance(capabilities, dict) or capabilities is None else None
 
 
-def _protocol_refusal() -> Response:
+def _jsonrpc_error(status: int, code: int, message: str) -> Response:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+def _invalid_id(body: bytes) -> Response | None:
+    """-32600 for a request (or response) whose `id` is neither a string nor an integer: it is
+    no notification, and the SDK would take it for one (202, never answered)."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return None  # the SDK answers the parse error
+    for message in parsed if isinstance(parsed, list) else [parsed]:
+        if not isinstance(message, dict) or "id" not in message:
+            continue
+        ident = message["id"]
+        if ("method" in message or "result" in message) and (
+            isinstance(ident, bool) or not isinstance(ident, str | int)
+        ):
+            return _jsonrpc_error(
+                400, INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
+            )
+    return None
+
+
+def _protocol_refusal(requested: str) -> Response:
+    """The stateless revision (2026-07-28: no `initialize`, no session) is answered the way
+    that revision rejects a version: -32022 naming the versions served, so a client in the
+    SDK's `auto` mode falls back to the `initialize` handshake and a client pinned to it gets
+    a typed error. A session is what a run is here: what `request_tools` loaded and the
+    client's elicitation (approvals) live in it."""
     body = {
         "jsonrpc": "2.0",
         "id": None,
         "error": {
-            "code": -32600,
-            "message": "this endpoint serves MCP sessions: send initialize "
-            f"(protocol versions {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
+            "code": UNSUPPORTED_PROTOCOL_VERSION,
+            "message": "Unsupported protocol version: this endpoint serves MCP sessions; "
+            f"send initialize (protocol versions {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
+            "data": {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": requested},
         },
     }
     return Response(json.dumps(body), status_code=400, media_type="application/json")
@@ -245,7 +283,10 @@ class McpEndpoint:
         the task that entered it, and an app's start and end may run in different tasks.
         """
         sessions = McpSessions(runtime.runs)
-        manager = _SessionManager(self.server, sessions, runtime.settings.mcp_session_idle_s)
+        settings = runtime.settings
+        manager = _SessionManager(
+            self.server, sessions, settings.mcp_session_idle_s, settings.max_body_bytes
+        )
         ready, stop = asyncio.Event(), asyncio.Event()
 
         async def serve() -> None:
@@ -297,24 +338,34 @@ class McpEndpoint:
                     ended = Response(status_code=200, headers={MCP_SESSION_ID_HEADER: session_id})
                     await ended(scope, receive, send)
                     return
-            elif not manager.holds(session_id):
+                await manager.handle_request(scope, receive, send)
+                return
+            if not manager.holds(session_id):
                 parsed = parse_session_id(session_id)
                 assert parsed is not None  # admitted
                 version = headers.get("mcp-protocol-version")
                 await manager.resume(session_id, version, parsed[1])
+        if scope["method"] != "POST":  # a GET stream, a DELETE without a session
             await manager.handle_request(scope, receive, send)
             return
-        if scope["method"] != "POST":  # only a POST opens a session
+        limit = self.app.state.runtime.settings.max_body_bytes
+        body, receive = await _read_body(receive, limit)
+        refusal = _invalid_id(body)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        if session_id is not None:
             await manager.handle_request(scope, receive, send)
             return
-        await self._open(caller, scope, receive, send)
+        await self._open(caller, body, scope, receive, send)
 
-    async def _open(self, caller: Caller, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _open(
+        self, caller: Caller, body: bytes, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         """A request without a session (`initialize`): the session's run starts with it."""
         assert self.manager is not None
         sessions = self.sessions
         assert sessions is not None
-        body, receive = await _read_body(receive, DEFAULT_MAX_REQUEST_BODY_SIZE)
         opening = _initialize_params(body)
         if opening is None:  # not an `initialize`: the SDK answers (no session comes of it)
             await self.manager.handle_request(scope, receive, send)
@@ -323,7 +374,8 @@ class McpEndpoint:
         try:
             state = await sessions.start(caller, elicitation=elicits)
         except QuiverError as exc:  # the key's run rate: refused before any MCP exchange
-            await _json_error(exc.status_code, exc.kind, exc.message)(scope, receive, send)
+            refused = _json_error(exc.status_code, exc.kind, exc.message, exc.headers())
+            await refused(scope, receive, send)
             return
         opened = False
 
@@ -376,7 +428,7 @@ class McpEndpoint:
             return _json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return _protocol_refusal(), None
+            return _protocol_refusal(version), None
         if not admitted:  # ended, unknown, or opened with another agent or key
             return _json_error(404, "NotFound", "MCP session not found"), None
         return None, Caller(agent=agent, principal=principal)

@@ -20,7 +20,7 @@ from app.agents.models import Agent
 from app.mcp.render import resource_links
 from app.mcpserver import prompts
 from app.mcpserver.resources import Link, Resources, fingerprint
-from app.mcpserver.sessions import McpSession
+from app.mcpserver.state import McpSession
 
 AgentNow = Callable[[Agent], Awaitable[Agent]]
 """The agent as stored now (the cached row), for a session opened with an older one."""

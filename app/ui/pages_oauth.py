@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from app.agents.service import agent_service
 from app.db.session import SessionDep
 from app.errors import QuiverError
+from app.kit.page_headers import SECURITY_HEADERS
 from app.kit.state import SettingsDep
 from app.oauth.metadata import AUTHORIZE_PATH
 from app.oauth.server import key_may_use
@@ -25,7 +26,7 @@ from app.oauth.service import oauth_service
 from app.ui import sessions
 from app.ui.deps import CsrfField
 from app.ui.pages_auth import login_page
-from app.ui.render import SECURITY_HEADERS, page
+from app.ui.render import page
 
 router = APIRouter(include_in_schema=False)
 _SOURCE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:(//([a-zA-Z0-9.-]+|\[[0-9a-fA-F:.]+\])(:[0-9]+)?)?")

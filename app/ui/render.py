@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 
 from app.errors import Forbidden, QuiverError, error_body
+from app.kit.page_headers import SECURITY_HEADERS
 from app.ui.sessions import Console
 
 HERE = Path(__file__).parent
@@ -19,17 +20,6 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["pretty_json"] = lambda value: json.dumps(
     value, indent=2, ensure_ascii=False, default=str
 )
-
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-    ),
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
 
 
 class SignInRequired(Exception):

@@ -51,7 +51,7 @@ def _dependency_calls(dependant: Any) -> Iterator[Callable[..., Any]]:
 def api_routes(app: FastAPI) -> list[ApiRoute]:
     routes = []
     for route in iter_route_contexts(app.routes):
-        path = route.path or ""
+        path = route.path_format or route.path or ""  # `{id}`, not its convertor `{id:item}`
         if not path.startswith(API_PREFIX):
             continue
         calls = set(_dependency_calls(route.dependant))

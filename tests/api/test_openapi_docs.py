@@ -83,11 +83,14 @@ async def test_docs_reference_only_local_assets_and_they_are_served(
     assert page.status_code == 200
     html = page.text
     urls = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html)
-    urls += re.findall(r"""url:\s*["']([^"']+)["']""", html)
+    assert "/docs/init.js" in urls  # the start-up script: no inline code on the page
+    init = (await anon_client.get("/docs/init.js")).text
+    urls += re.findall(r"""url:\s*["']([^"']+)["']""", init)
     assert "/docs/assets/swagger-ui-bundle.js" in urls
     assert "/docs/assets/swagger-ui.css" in urls
     assert "/openapi.json" in urls
     assert "://" not in html
+    assert "<script>" not in html
     for url in urls:
         assert url.startswith("/"), url
         assert not url.startswith("//"), url
@@ -97,5 +100,10 @@ async def test_docs_reference_only_local_assets_and_they_are_served(
     js = await anon_client.get("/docs/assets/swagger-ui-bundle.js")
     assert "javascript" in js.headers["content-type"]
     assert len(js.content) > 500_000  # the real bundle, not a stub
-    assert (await anon_client.get("/docs/oauth2-redirect")).status_code == 200
+    redirect = await anon_client.get("/docs/oauth2-redirect")
+    assert redirect.status_code == 200
+    assert "/docs/assets/oauth2-redirect.js" in redirect.text
+    for answer in (page, redirect):
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
     assert (await anon_client.get("/redoc")).status_code == 404  # it would load from a CDN

@@ -202,11 +202,19 @@ async def test_the_hub_sees_only_the_delegates_final_answer(
     assert read["status"] == "completed"
     assert read["conversation_id"] == events[0].data["conversation_id"]
     assert (await live.get(f"/api/v1/runs/{run_id}")).json()["parent_run_id"] is None
-    # The audit: call_agent in the parent (kind agent), the connector call in the child.
+    children = (await live.get("/api/v1/runs", params={"parent_run_id": run_id})).json()
+    assert [r["id"] for r in children["items"]] == [child_run]
+    assert children["total"] == 1
+    grandchildren = await live.get("/api/v1/runs", params={"parent_run_id": child_run})
+    assert grandchildren.json()["total"] == 0
+    # The audit: call_agent in the parent (kind agent), the connector call in the child, each
+    # with its call id and its own start (the parent's call started first, ended last).
     [audited] = await _tool_calls(live, run_id, expect=1)
     assert (audited["name"], audited["kind"], audited["ok"]) == ("call_agent", "agent", True)
     [child_call] = await _tool_calls(live, child_run, expect=1)
     assert (child_call["name"], child_call["kind"]) == ("connector", "connector")
+    assert (audited["call_id"], child_call["call_id"]) == ("p1", "c1")
+    assert audited["created_at"] < child_call["created_at"]
     # The conversation keeps the hub's messages only.
     conversation = (await live.get(f"/api/v1/conversations/{read['conversation_id']}")).json()
     assert "CHILD-SECRET-PROMPT" not in json.dumps(conversation)

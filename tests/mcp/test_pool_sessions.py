@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import time
 
 import pytest
@@ -82,16 +83,57 @@ async def test_crash_mid_call_is_an_error_then_the_next_call_reconnects(
     row = stdio_row()
     pid = (await _stats(pool, row))["pid"]
     crashed = await pool.call(row, "crash", {}, CTX)
-    # The pool reconnected once and retried; the tool crashed the new process too.
+    # The process exited with the call in flight: it may have run, so it is not run again.
     assert not crashed.ok
     assert crashed.retryable
-    assert "dropped the connection during 'crash'" in (crashed.error or "")
+    assert "exited during 'crash' (not retried" in (crashed.error or "")
     assert crashed.step == "mcp:ours/crash"
-    assert pool.connects == 2
+    assert pool.connects == 1
     after = await pool.call(row, "add", {"a": 2, "b": 3}, CTX)
     assert after.ok
     assert after.output == "5"
-    assert pool.connects == 3
+    assert pool.connects == 2
+    assert (await _stats(pool, row))["pid"] != pid
+
+
+async def test_a_process_killed_mid_call_fails_the_call_at_once(pool: McpPool) -> None:
+    """Killed from outside during a 30 s call: noticed with the process, not at the timeout."""
+    row = stdio_row(call_timeout_s=8.0)
+    pid = (await _stats(pool, row))["pid"]
+    assert isinstance(pid, int)
+
+    async def kill_soon() -> None:
+        await asyncio.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)
+
+    killer = asyncio.create_task(kill_soon())
+    started = time.monotonic()
+    result = await pool.call(row, "slow", {"seconds": 30}, CTX)
+    elapsed = time.monotonic() - started
+    await killer
+    assert not result.ok
+    assert result.retryable
+    assert "exited during 'slow' (not retried" in (result.error or ""), result.error
+    assert elapsed < 3.0, elapsed  # the call timeout is 8 s
+    assert pool.connects == 1  # the call was not sent again to a new process
+
+
+async def test_a_process_killed_while_idle_is_replaced_before_the_next_call(
+    pool: McpPool,
+) -> None:
+    row = stdio_row()
+    pid = (await _stats(pool, row))["pid"]
+    assert isinstance(pid, int)
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(100):  # the session notices the end of its connection by itself
+        if not any(e.session is not None and e.session.alive for e in pool._entries.values()):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("the dead process was not noticed")
+    result = await pool.call(row, "add", {"a": 1, "b": 2}, CTX)
+    assert (result.ok, result.output) == (True, "3")
+    assert pool.connects == 2
     assert (await _stats(pool, row))["pid"] != pid
 
 

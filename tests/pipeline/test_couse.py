@@ -88,6 +88,7 @@ async def _record_runs(
         for name in names:
             sink.record(
                 tool_call_row(
+                    call_id=None,
                     name=name,
                     arguments={},
                     tool=None,

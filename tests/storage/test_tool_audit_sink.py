@@ -17,6 +17,7 @@ from app.tools.base import CallContext, ToolResult
 
 COLUMNS = (
     "run_id",
+    "call_id",
     "api_key_id",
     "user",
     "agent_id",
@@ -33,6 +34,7 @@ COLUMNS = (
 def _rows(run_id: uuid.UUID) -> list[ToolCall]:
     ctx = CallContext(run_id=str(run_id), agent_id=str(uuid.uuid4()), user="ann")
     ok = tool_call_row(
+        call_id="call_1",
         name="mcp",
         arguments={"n": [1, {"a": None}]},
         tool=None,
@@ -42,6 +44,7 @@ def _rows(run_id: uuid.UUID) -> list[ToolCall]:
         latency_ms=1.23456,
     )
     failed = tool_call_row(
+        call_id=None,
         name="database",
         arguments="not json",
         tool=None,
@@ -84,6 +87,7 @@ async def test_the_asyncpg_path_stores_what_the_orm_path_stores(
 
         by_fast, by_orm = await stored(fast_run), await stored(orm_run)
         assert len(by_fast) == 2
+        assert [r["call_id"] for r in by_fast] == [None, "call_1"]  # database, mcp
         assert by_fast == by_orm
     finally:
         await engine.dispose()

@@ -1,0 +1,84 @@
+"""One `tools/call` of an MCP session, exactly as a chat run's tool phase runs it, journaled.
+
+A call journals a `tool_call` and a `tool_result` event, both stored before the answer goes
+out: in one write when the call is quick (see `CALL_HELD_S`), else the `tool_call` on its own
+first, so the journal shows the call in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from app.approvals.gate import ApprovalGate
+from app.audit.models import ToolCall
+from app.chat.steps import PhaseResult
+from app.events import RunEvent, ToolCallEvent, ToolResultEvent, ToolsLoaded
+from app.llm.types import ChatMessage, ToolCallRequest
+from app.mcpserver.state import CallOutcome, McpSession
+
+CALL_HELD_S = 0.05
+"""A `tool_call` event waits this long for its result, to be journaled with it in one write."""
+
+
+async def run_call(
+    state: McpSession,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    gate: ApprovalGate | None,
+    audit_sink: Callable[[ToolCall], None],
+) -> CallOutcome:
+    """Run one call on the session (in call order); a call that needs a person's approval
+    asks `gate` (the client's elicitation), or fails without it. Audit rows ride the call's
+    journal write; `audit_sink` takes those that cannot."""
+    async with state.lock:
+        state.phase.gate = gate
+        state.calls += 1
+        call = ToolCallRequest(id=f"mcp_{state.calls}", name=name, arguments=json.dumps(arguments))
+        messages: list[ChatMessage] = []
+        events: list[RunEvent] = []
+        held: list[RunEvent] = []
+        stored: list[asyncio.Future[None]] = []
+        audited: list[ToolCall] = []
+        timer: asyncio.TimerHandle | None = None
+
+        def submit() -> None:  # queued in order, the held ones first
+            nonlocal timer
+            if timer is not None:
+                timer.cancel()
+                timer = None
+            for event in held:  # the audit rows so far go with the last one
+                audit = state.audit.take() if event is held[-1] else []
+                audited.extend(audit)
+                stored.append(state.journal.submit(event, audit=audit)[2])
+            held.clear()
+
+        try:
+            async for event in state.phase.run([call], state.calls, messages):
+                if isinstance(event, PhaseResult):
+                    continue  # the observation is in `messages`
+                events.append(event)
+                held.append(event)
+                if isinstance(event, ToolCallEvent) and len(held) == 1:
+                    # Stored with its result (one statement) unless the call takes longer:
+                    # then on its own, so the journal shows the call in flight.
+                    timer = asyncio.get_running_loop().call_later(CALL_HELD_S, submit)
+                else:
+                    submit()
+        finally:
+            submit()  # whatever happened so far, interrupted or not
+        for row in state.audit.take():  # recorded after the last event (none so far)
+            audit_sink(row)
+        try:
+            await asyncio.gather(*stored)  # the answer goes out once its events are stored
+        except Exception:
+            for row in audited:  # the call ran: its audit row is kept all the same
+                audit_sink(row)
+            raise
+    ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
+    loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
+    text = (messages[-1].content or "") if messages else ""
+    return CallOutcome(text=text, ok=ok, loaded=loaded)
