@@ -2,7 +2,8 @@
 
 An imported action records, on each parameter's schema, what differs from OpenAPI's defaults:
 `x-style` (path `simple|label|matrix`, query `form|spaceDelimited|pipeDelimited|deepObject`,
-header `simple`), `x-explode` (default: true for `form`, false otherwise),
+header `simple`; `json` for a parameter described by `content`), `x-explode` (default: true
+for `form`, false otherwise),
 `x-multi-segment` (a path value may hold `/`: GitHub's `x-multi-segment`, OpenAPI's
 `allowReserved`) and `x-allow-reserved` (a query value keeps RFC 3986 reserved characters).
 A hand-written action without them gets the defaults: path `simple`, query `form` exploded
@@ -39,6 +40,8 @@ STYLES: dict[str, tuple[str, ...]] = {
     "query": ("form", "spaceDelimited", "pipeDelimited", "deepObject"),
     "header": ("simple",),
 }
+JSON = "json"
+"""The style of a parameter described by `content`: its value travels as JSON text."""
 _RESERVED = ":/?[]@!$'()*+,;"
 """RFC 3986 reserved characters an `allowReserved` query value keeps (not `&`, `=`, `#`)."""
 _DELIMITERS = {"spaceDelimited": "%20", "pipeDelimited": "|"}
@@ -64,7 +67,7 @@ class Style:
         """The serialization a parameter schema asks for (defaults where it says nothing)."""
         hints = prop if isinstance(prop, Mapping) else {}
         style = str(hints.get(STYLE) or default_style(location))
-        if style not in STYLES.get(location, ()):
+        if style != JSON and style not in STYLES.get(location, ()):
             style = default_style(location)
         explode = hints.get(EXPLODE)
         return cls(
@@ -105,6 +108,8 @@ def _items(value: Any, explode: bool, pair: str) -> list[str]:
 
 def path_value(name: str, value: Any, style: Style) -> str:
     """The encoded text that replaces `{name}` in the path."""
+    if style.style == JSON:
+        value = text(value)
     enc = _segment_encoder(name, style.multi_segment)
     if style.style == "matrix":
         if isinstance(value, Mapping) and style.explode:
@@ -164,6 +169,8 @@ def query_pairs(name: str, value: Any, style: Style) -> list[str]:
         return quote(v, safe=safe)
 
     key = quote(name, safe="")
+    if style.style == JSON:
+        return [f"{key}={val(text(value))}"]
     if style.style == "deepObject":
         return [
             f"{quote(k, safe='[]')}={val(v)}"
@@ -198,7 +205,7 @@ def with_query(url: str, fragments: list[str]) -> str:
 
 
 def header_value(name: str, value: Any, style: Style) -> str:
-    joined = ",".join(_items(value, style.explode, "="))
+    joined = text(value) if style.style == JSON else ",".join(_items(value, style.explode, "="))
     if "\r" in joined or "\n" in joined:
         raise SerializationError(f"Header parameter {name!r} must not contain line breaks")
     return joined
