@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.errors import Invalid, Unavailable, Upstream
+from app.kit.html_text import plain_text
 from app.mcp.client import (
     McpConfigError,
     McpConnectError,
@@ -284,7 +285,11 @@ class McpPool:
         async with asyncio.timeout(session.spec.call_timeout_s):
             tools = await session.list_tools()
         return [
-            {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
+            {
+                "name": t.name,
+                "description": plain_text(t.description or ""),
+                "input_schema": t.input_schema,
+            }
             for t in tools
         ]
 

@@ -9,18 +9,13 @@ import copy
 import gzip
 import json
 import uuid
-from collections.abc import AsyncIterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
 import httpx
-import pytest
 
-from app.config import Settings
-from app.main import create_app
-from tests.conftest import ADMIN_TOKEN
 from tests.connectors.big_spec import big_document
 from tests.connectors.server_app import LocalServer
 
@@ -51,23 +46,6 @@ def operations(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-async def client(committing_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The app with loopback egress open: the recording server lives on 127.0.0.1."""
-    settings = committing_settings.model_copy(update={"egress_allow_cidrs": ["127.0.0.0/8"]})
-    app = create_app(settings)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://quiver.test",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=120,
-        ) as http,
-    ):
-        yield http
 
 
 async def run(client: httpx.AsyncClient, cid: str, action: str, args: dict[str, Any]) -> None:
