@@ -201,7 +201,11 @@ async def test_stripe_filtered_list_sends_deep_objects_with_the_derived_bearer(
     ]
     assert seen["headers"]["authorization"] == "Bearer sk_test_wire_4242"
 
-    await call(client, body["id"], "get_customers", {"created": 1700000000})
+    spelt = await client.post(
+        f"/api/v1/connectors/{body['id']}/actions/get_customers/test",
+        json={"arguments": {"created": 1700000000}},
+    )
+    assert spelt.json()["ok"] is True, "the test route takes `arguments` too"
     assert server.last["raw_query"] == "created=1700000000"
 
 
