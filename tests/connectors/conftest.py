@@ -26,7 +26,7 @@ def server() -> Iterator[LocalServer]:
 
 
 @pytest.fixture
-async def client(committing_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def loopback_client(committing_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """The app with loopback egress open: the recording server lives on 127.0.0.1."""
     settings = committing_settings.model_copy(update={"egress_allow_cidrs": ["127.0.0.0/8"]})
     app = create_app(settings)

@@ -37,10 +37,10 @@ async def imported(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
 
 
 async def test_github_file_paths_and_refs_keep_their_slashes(
-    client: httpx.AsyncClient, server: LocalServer
+    loopback_client: httpx.AsyncClient, server: LocalServer
 ) -> None:
     body = await imported(
-        client,
+        loopback_client,
         document=text("github_api"),
         name=unique("gh-files"),
         base_url=server.url,
@@ -59,7 +59,7 @@ async def test_github_file_paths_and_refs_keep_their_slashes(
     assert body["warnings"] == []
 
     ok = await call(
-        client,
+        loopback_client,
         cid,
         "repos_get_content",
         {"owner": "octo", "repo": "hello", "path": "docs/README.md", "ref": "main"},
@@ -74,18 +74,20 @@ async def test_github_file_paths_and_refs_keep_their_slashes(
     assert seen["headers"]["authorization"] == "token ghp-wire-5678"
 
     await call(
-        client,
+        loopback_client,
         cid,
         "repos_get_content",
         {"owner": "octo", "repo": "hello", "path": "docs/My File é#1.md"},
     )
     assert server.last["raw_path"] == "/repos/octo/hello/contents/docs/My%20File%20%C3%A9%231.md"
 
-    await call(client, cid, "git_get_ref", {"owner": "octo", "repo": "hello", "ref": "heads/main"})
+    await call(
+        loopback_client, cid, "git_get_ref", {"owner": "octo", "repo": "hello", "ref": "heads/main"}
+    )
     assert server.last["raw_path"] == "/repos/octo/hello/git/ref/heads/main"
 
     await call(
-        client,
+        loopback_client,
         cid,
         "repos_compare_commits_with_basehead",
         {"owner": "octo", "repo": "hello", "basehead": "main...feature/x"},
@@ -93,7 +95,7 @@ async def test_github_file_paths_and_refs_keep_their_slashes(
     assert server.last["raw_path"] == "/repos/octo/hello/compare/main...feature/x"
 
     put = await call(
-        client,
+        loopback_client,
         cid,
         "repos_create_or_update_file_contents",
         {
@@ -120,19 +122,22 @@ async def test_github_file_paths_and_refs_keep_their_slashes(
         "docs/",
     ):
         refused = await call(
-            client, cid, "repos_get_content", {"owner": "octo", "repo": "hello", "path": bad}
+            loopback_client,
+            cid,
+            "repos_get_content",
+            {"owner": "octo", "repo": "hello", "path": bad},
         )
         assert refused["ok"] is False, bad
         assert "Path parameter 'path' must be a non-empty path of segments" in refused["error"]
     single = await call(
-        client, cid, "repos_get_content", {"owner": "o/x", "repo": "hello", "path": "a"}
+        loopback_client, cid, "repos_get_content", {"owner": "o/x", "repo": "hello", "path": "a"}
     )
     assert "Path parameter 'owner' must be a non-empty segment without '/'" in single["error"]
     assert len(server.log) == before, "a refused value sends nothing"
 
     # `nullable` became a type list: null clears the assignee instead of failing validation
     cleared = await call(
-        client,
+        loopback_client,
         cid,
         "issues_update",
         {"owner": "octo", "repo": "hello", "issue_number": 7, "assignee": None},
@@ -142,7 +147,7 @@ async def test_github_file_paths_and_refs_keep_their_slashes(
         "/repos/octo/hello/issues/7",
         {"assignee": None},
     )
-    stored = await client.get(f"/api/v1/connectors/{cid}/actions/issues_update")
+    stored = await loopback_client.get(f"/api/v1/connectors/{cid}/actions/issues_update")
     assignee = stored.json()["parameters"]["properties"]["assignee"]
     assert assignee["type"] == ["string", "null"]
     assert "nullable" not in assignee
@@ -152,10 +157,10 @@ async def test_github_file_paths_and_refs_keep_their_slashes(
 
 
 async def test_stripe_filtered_list_sends_deep_objects_with_the_derived_bearer(
-    client: httpx.AsyncClient, server: LocalServer
+    loopback_client: httpx.AsyncClient, server: LocalServer
 ) -> None:
     body = await imported(
-        client,
+        loopback_client,
         document=text("stripe_api"),
         name=unique("stripe"),
         base_url=server.url,
@@ -174,7 +179,7 @@ async def test_stripe_filtered_list_sends_deep_objects_with_the_derived_bearer(
     assert "<" not in "".join(a["description"] for a in body["actions"])
 
     result = await call(
-        client,
+        loopback_client,
         body["id"],
         "get_customers",
         {
@@ -201,7 +206,7 @@ async def test_stripe_filtered_list_sends_deep_objects_with_the_derived_bearer(
     ]
     assert seen["headers"]["authorization"] == "Bearer sk_test_wire_4242"
 
-    spelt = await client.post(
+    spelt = await loopback_client.post(
         f"/api/v1/connectors/{body['id']}/actions/get_customers/test",
         json={"arguments": {"created": 1700000000}},
     )
@@ -210,10 +215,10 @@ async def test_stripe_filtered_list_sends_deep_objects_with_the_derived_bearer(
 
 
 async def test_stripe_without_credentials_names_the_alternative(
-    client: httpx.AsyncClient, server: LocalServer
+    loopback_client: httpx.AsyncClient, server: LocalServer
 ) -> None:
     body = await imported(
-        client,
+        loopback_client,
         document=text("stripe_api"),
         name=unique("stripe"),
         base_url=server.url,
@@ -227,7 +232,7 @@ async def test_stripe_without_credentials_names_the_alternative(
         ],
     )
     explicit = await imported(
-        client,
+        loopback_client,
         document=text("stripe_api"),
         name=unique("stripe"),
         base_url=server.url,
@@ -247,10 +252,10 @@ async def test_stripe_without_credentials_names_the_alternative(
 
 
 async def test_swagger2_document_imports_and_sends_json_multipart_and_the_api_key(
-    client: httpx.AsyncClient, server: LocalServer
+    loopback_client: httpx.AsyncClient, server: LocalServer
 ) -> None:
     yaml_text = SWAGGER2.read_text()
-    as_published = await imported(client, document=yaml_text, name=unique("vt-default"))
+    as_published = await imported(loopback_client, document=yaml_text, name=unique("vt-default"))
     assert as_published["base_url"] == "https://api.visiblethread.com/api/v1"
     assert (as_published["auth_type"], as_published["auth_config"]) == (
         "api_key",
@@ -258,7 +263,7 @@ async def test_swagger2_document_imports_and_sends_json_multipart_and_the_api_ke
     )
 
     body = await imported(
-        client,
+        loopback_client,
         document=yaml_text,
         name=unique("vt"),
         base_url=server.url + "/api/v1",
@@ -281,7 +286,7 @@ async def test_swagger2_document_imports_and_sends_json_multipart_and_the_api_ke
         "upload_doc",
     ]
     scan = {"title": "Docs", "webUrls": [{"url": "https://example.test/a"}]}
-    assert (await call(client, body["id"], "run_scan", scan))["ok"] is True
+    assert (await call(loopback_client, body["id"], "run_scan", scan))["ok"] is True
     seen = server.last
     assert (seen["method"], seen["raw_path"]) == ("POST", "/api/v1/webscans")
     assert seen["headers"]["content-type"] == "application/json"
@@ -289,7 +294,7 @@ async def test_swagger2_document_imports_and_sends_json_multipart_and_the_api_ke
     assert seen["headers"]["apikey"] == "vt-key-13579"
 
     await call(
-        client,
+        loopback_client,
         body["id"],
         "get_search_results",
         {"docId": 12, "dictionaryId": 34, "matchingOnly": True},
@@ -300,7 +305,7 @@ async def test_swagger2_document_imports_and_sends_json_multipart_and_the_api_ke
     )
 
     uploaded = await call(
-        client,
+        loopback_client,
         body["id"],
         "upload_doc",
         {"file": "plain text document", "longSentenceWordCount": 20},
@@ -313,6 +318,6 @@ async def test_swagger2_document_imports_and_sends_json_multipart_and_the_api_ke
         "Content-Type: application/octet-stream\r\n\r\nplain text document\r\n"
     ) in seen["body"]
     assert 'form-data; name="longSentenceWordCount"\r\n\r\n20\r\n' in seen["body"]
-    missing = await call(client, body["id"], "upload_doc", {"longSentenceWordCount": 20})
+    missing = await call(loopback_client, body["id"], "upload_doc", {"longSentenceWordCount": 20})
     assert missing["ok"] is False
     assert "'file' is a required property" in missing["error"]
