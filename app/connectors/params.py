@@ -115,9 +115,10 @@ def path_value(name: str, value: Any, style: Style) -> str:
         if isinstance(value, Mapping) and style.explode:
             return "".join(f";{enc(k)}={enc(v)}" for k, v in _pairs(value))
         pieces = [enc(p) for p in _items(value, False, "=")]
+        label = quote(name, safe="")
         if isinstance(value, list) and style.explode:
-            return "".join(f";{name}={p}" for p in pieces)
-        return f";{name}=" + ",".join(pieces) if pieces else f";{name}"
+            return "".join(f";{label}={p}" for p in pieces)
+        return f";{label}=" + ",".join(pieces) if pieces else f";{label}"
     if isinstance(value, Mapping) and style.explode:
         pieces = [f"{enc(k)}={enc(v)}" for k, v in _pairs(value)]
     else:
