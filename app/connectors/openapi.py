@@ -9,7 +9,7 @@ Choices a user of the import should know:
 * parameters: schemas become plain JSON Schema (`openapi_schema.json_schema`: nullable as a
   type list, no OpenAPI-only keywords); `style`/`explode`/`allowReserved`/`x-multi-segment`
   are recorded for the executor (`params`); what cannot be honoured is a warning.
-* descriptions: HTML becomes plain text (`app.kit.html_text`).
+* descriptions: HTML becomes plain text (`app.convert.plain`).
 * actions: `operationId` (snake_cased) or `method_path`, sanitised to `[a-z0-9_]{1,64}` and
   made unique. Parameters keep their schema plus `x-location`; cookie parameters and the
   headers OpenAPI reserves (Accept, Content-Type, Authorization) are skipped. A JSON object
@@ -43,8 +43,8 @@ from app.connectors.openapi_doc import Refs, check_version, load, mapping, point
 from app.connectors.openapi_schema import json_schema, parameter_hints
 from app.connectors.openapi_security import METHODS, derive_auth
 from app.connectors.swagger2 import convert_swagger2
+from app.convert.plain import plain_text
 from app.errors import Invalid
-from app.kit.html_text import plain_text
 
 _RESERVED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")

@@ -28,7 +28,7 @@ from app.connectors.params import (
     STYLES,
     default_style,
 )
-from app.kit.html_text import plain_text
+from app.convert.plain import plain_text
 
 _DROPPED = frozenset(
     {

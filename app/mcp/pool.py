@@ -24,8 +24,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from app.config import Settings
+from app.convert.plain import plain_text
 from app.errors import Invalid, Unavailable, Upstream
-from app.kit.html_text import plain_text
 from app.mcp.client import (
     McpConfigError,
     McpConnectError,

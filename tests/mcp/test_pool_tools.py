@@ -65,7 +65,7 @@ async def test_list_tools_returns_names_descriptions_and_schemas(
     # published as HTML (LOOKUP_HTML), stored as plain text with links as text
     assert by_name["lookup"]["description"] == (
         "Look up a customer by its id & return it.\n\n"
-        "- Cached for 60\xa0s.\n- Deleted customers are not found."
+        "- Cached for 60 s.\n- Deleted customers are not found."
     )
 
 

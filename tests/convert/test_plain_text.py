@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.kit.html_text import plain_text
+from app.convert.plain import plain_text
 
 
 def test_stripe_style_html_becomes_plain_text_with_links_as_text() -> None:
