@@ -12,6 +12,7 @@ Body encodings: JSON unless the parameters schema says `"x-body-encoding": "form
 follow OpenAPI's defaults: a list repeats its key (`To=a&To=b`), an object is spelled out
 deepObject-style (`metadata[order]=7`), booleans are `true`/`false`; a property marked
 `"x-style": "deepObject"` (from the document's `encoding`) indexes its lists (`expand[0]=a`).
+Path, query and header values follow their `x-style`/`x-explode` (see `params`).
 
 See docs/contract.md §3.1.
 """
@@ -19,17 +20,26 @@ See docs/contract.md §3.1.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import httpx
 from jsonschema import exceptions as jsonschema_exceptions
 
 from app.connectors.models import Connector, ConnectorAction
+from app.connectors.params import (
+    HINTS,
+    SerializationError,
+    Style,
+    form_fields,
+    header_value,
+    path_value,
+    query_pairs,
+    text,
+)
 from app.tools.validation import (
     CheckedArguments,
     compiled_validator,
@@ -48,14 +58,15 @@ BODY_ENCODING = "x-body-encoding"
 ENCODINGS = ("json", "form", "multipart")
 
 
-class ParameterError(Exception):
-    """Arguments cannot be turned into a request (message is safe to show the model)."""
+ParameterError = SerializationError
+"""Arguments cannot be turned into a request (message is safe to show the model)."""
 
 
 @dataclass(kw_only=True)
 class RequestParts:
     path: str
-    query: dict[str, Any] = field(default_factory=dict)
+    query: list[str] = field(default_factory=list)
+    """Encoded `key=value` fragments, in order (see `params.query_pairs`)."""
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
     has_body: bool = False
@@ -86,7 +97,8 @@ def action_parameters_schema(action: ConnectorAction) -> dict[str, Any]:
         for prop in props.values():
             if isinstance(prop, dict):
                 prop.pop("x-location", None)
-                prop.pop("x-style", None)
+                for hint in HINTS:
+                    prop.pop(hint, None)
     return schema
 
 
@@ -144,18 +156,21 @@ def build_request_parts(action: ConnectorAction, arguments: Mapping[str, Any]) -
     path = action.path or "/"
     parts = RequestParts(path=path)
     body: dict[str, Any] = {}
+    props = _properties(action)
     for name, value in arguments.items():
         location = resolve_location(action, name)
         if value is None and location != "body":
             continue
-        if location == "path":
-            parts.path = parts.path.replace("{" + name + "}", _path_segment(name, value))
-        elif location == "query":
-            parts.query[name] = _query_value(value)
-        elif location == "header":
-            parts.headers[name] = _header_value(name, value)
-        else:
+        if location == "body":
             body[name] = value
+            continue
+        style = Style.of(props.get(name), location)
+        if location == "path":
+            parts.path = parts.path.replace("{" + name + "}", path_value(name, value, style))
+        elif location == "query":
+            parts.query += query_pairs(name, value, style)
+        else:
+            parts.headers[name] = header_value(name, value, style)
     missing = path_placeholders(parts.path)
     if missing:
         raise ParameterError(f"Missing path parameter(s) for {action.name!r}: {', '.join(missing)}")
@@ -200,68 +215,6 @@ def encode_body(parts: RequestParts) -> tuple[bytes, str] | None:
     return request.read(), request.headers["content-type"]
 
 
-def form_fields(
-    body: Any, prefix: str = "", *, deep: frozenset[str] = frozenset()
-) -> list[tuple[str, str]]:
-    """Flatten a body into form fields: lists repeat the key (indexed `k[0]` inside objects
-    and for `deep` fields), objects nest as `k[sub]`."""
-    if body is None:
-        return []
-    if not isinstance(body, Mapping):
-        if not prefix:
-            raise ParameterError("A form body must be an object of fields")
-        return [(prefix, _text(body))]
-    fields: list[tuple[str, str]] = []
-    for key, value in body.items():
-        name = f"{prefix}[{key}]" if prefix else str(key)
-        if value is None:
-            continue
-        if isinstance(value, list):
-            indexed = bool(prefix) or key in deep
-            for index, item in enumerate(value):
-                if isinstance(item, Mapping):
-                    fields += form_fields(item, f"{name}[{index}]")
-                else:
-                    fields.append((f"{name}[{index}]" if indexed else name, _text(item)))
-        elif isinstance(value, Mapping):
-            fields += form_fields(value, name)
-        else:
-            fields.append((name, _text(value)))
-    return fields
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return str(value)
-
-
-def _path_segment(name: str, value: Any) -> str:
-    text = _text(value)
-    if not text or "/" in text or "\\" in text or ".." in text:
-        raise ParameterError(
-            f"Path parameter {name!r} must be a non-empty segment without '/', '\\' or '..'"
-        )
-    return quote(text, safe="")
-
-
-def _query_value(value: Any) -> str | list[str]:
-    if isinstance(value, list):
-        return [_text(v) for v in value]
-    return _text(value)
-
-
-def _header_value(name: str, value: Any) -> str:
-    text = _text(value)
-    if "\r" in text or "\n" in text:
-        raise ParameterError(f"Header parameter {name!r} must not contain line breaks")
-    return text
-
-
 def render_template(template: Any, arguments: Mapping[str, Any]) -> Any:
     """Replace `{{param}}` in string leaves; a leaf that is exactly one placeholder keeps
     the value's JSON type, and is dropped from its object when the parameter is absent."""
@@ -274,7 +227,7 @@ def _render(node: Any, arguments: Mapping[str, Any]) -> Any:
         whole = _TEMPLATE.fullmatch(node.strip())
         if whole:
             return _lookup(arguments, whole.group(1))
-        return _TEMPLATE.sub(lambda m: _text(_present(_lookup(arguments, m.group(1)))), node)
+        return _TEMPLATE.sub(lambda m: text(_present(_lookup(arguments, m.group(1)))), node)
     if isinstance(node, dict):
         out = {}
         for key, value in node.items():

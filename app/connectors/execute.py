@@ -34,6 +34,7 @@ from app.connectors.audit import AuditEntry, AuditSink
 from app.connectors.auth import AuthError, AuthParts, Redactor, build_auth
 from app.connectors.breaker import CircuitBreaker
 from app.connectors.models import Connector, ConnectorAction
+from app.connectors.params import merge_query, with_query
 from app.security.egress import (
     ConnectFailed,
     EgressGuard,
@@ -184,11 +185,13 @@ class ConnectorExecutor:
         headers = httpx.Headers(parts.headers)
         for name, value in auth.headers.items():
             headers[name] = value
-        query = {**parts.query, **auth.params}
         encoded = encode_body(parts)
         if encoded is not None:
             headers["Content-Type"] = encoded[1]
-        url = connector.base_url.rstrip("/") + "/" + parts.path.lstrip("/")
+        url = with_query(
+            connector.base_url.rstrip("/") + "/" + parts.path.lstrip("/"),
+            merge_query(parts.query, auth.params),
+        )
         read = connector.timeout_s or self._settings.http_timeout_s
         # read/connect come from the connector; the whole exchange (redirects included)
         # stays within the pipeline's per-tool-call limit
@@ -202,7 +205,6 @@ class ConnectorExecutor:
                     method,
                     url,
                     headers=headers,
-                    params=query or None,
                     json=parts.body if parts.has_body and encoded is None else None,
                     content=encoded[0] if encoded is not None else None,
                     timeout=timeouts,

@@ -1,12 +1,15 @@
-"""OpenAPI 3.0/3.1 → a connector draft (docs/contract.md §2 `POST /api/v1/connectors/import`).
+"""OpenAPI 3.0/3.1 (and Swagger 2.0, converted first by `swagger2`) → a connector draft
+(docs/contract.md §2 `POST /api/v1/connectors/import`; docs/connectors-openapi.md).
 
 Choices a user of the import should know:
 * base_url: the `base_url` argument wins as given; otherwise `servers[0].url` with server
   variables set to their defaults (a relative server URL then needs `base_url`).
-* auth: the first scheme named by top-level `security`, else by an operation, else the first
-  defined. `http bearer` → bearer, `http basic` → basic, `apiKey` in header/query → api_key,
-  `oauth2`/`openIdConnect` → bearer (an access token obtained elsewhere); cookie API keys and
-  other schemes import as `none` with a warning.
+* auth: derived from `securitySchemes` + `security` (`openapi_security`), unless the import
+  names `auth_type`; the credentials sent choose among alternatives.
+* parameters: schemas become plain JSON Schema (`openapi_schema.json_schema`: nullable as a
+  type list, no OpenAPI-only keywords); `style`/`explode`/`allowReserved`/`x-multi-segment`
+  are recorded for the executor (`params`); what cannot be honoured is a warning.
+* descriptions: HTML becomes plain text (`app.convert.plain`).
 * actions: `operationId` (snake_cased) or `method_path`, sanitised to `[a-z0-9_]{1,64}` and
   made unique. Parameters keep their schema plus `x-location`; cookie parameters and the
   headers OpenAPI reserves (Accept, Content-Type, Authorization) are skipped. A JSON object
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +40,12 @@ from pydantic import BaseModel, Field
 
 from app.connectors.actions import path_placeholders
 from app.connectors.openapi_doc import Refs, check_version, load, mapping, pointer, short_text
+from app.connectors.openapi_schema import json_schema, parameter_hints
+from app.connectors.openapi_security import METHODS, derive_auth
+from app.connectors.swagger2 import convert_swagger2
+from app.convert.plain import plain_text
 from app.errors import Invalid
 
-METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 _RESERVED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 FORM_ENCODINGS = {"application/x-www-form-urlencoded": "form", "multipart/form-data": "multipart"}
@@ -126,16 +132,23 @@ def parse_openapi(
     name: str | None = None,
     base_url: str | None = None,
     filters: ImportFilters | None = None,
+    auth_type: str | None = None,
+    credential_keys: Collection[str] = (),
 ) -> ConnectorDraft:
-    """Build a connector draft from an OpenAPI 3.x document (object, JSON or YAML text).
+    """Build a connector draft from an OpenAPI 3.x or Swagger 2.0 document (object, JSON or
+    YAML text). With `auth_type` the document's security is not consulted (the caller
+    applies it); otherwise `credential_keys` (the names of the credentials sent) choose
+    among the schemes it offers.
 
     CPU-bound on large documents: call it from a worker thread in async code.
     """
     doc = load(document)
+    warnings: list[str] = []
+    if "swagger" in doc:
+        doc = convert_swagger2(doc, warnings)
     check_version(doc)
     refs = Refs(doc)
     info = mapping(doc.get("info") or {}, "/info")
-    warnings: list[str] = []
     if name is not None and not _NAME.match(name):
         raise Invalid(f"name: {name!r} must match [a-z0-9][a-z0-9_-]{{0,63}}")
     draft_name = name or slug(str(info.get("title") or "api"), fallback="api", camel=False)
@@ -145,19 +158,21 @@ def parse_openapi(
         if filters.describe():
             raise Invalid(f"/paths: no operation matches the filters ({filters.describe()})")
         raise Invalid("/paths: the document defines no operations")
-    auth_type, auth_config = _auth(doc, refs, warnings)
+    auth: tuple[str, dict[str, Any]] = (auth_type, {}) if auth_type else ("none", {})
+    if auth_type is None:
+        auth = derive_auth(doc, refs, warnings, credential_keys=credential_keys)
     return ConnectorDraft(
         name=draft_name,
         description=_text(info.get("description") or info.get("title")),
         base_url=(base_url or _server_url(doc)).rstrip("/"),
-        auth_type=auth_type,
-        auth_config=auth_config,
+        auth_type=auth[0],
+        auth_config=auth[1],
         actions=actions,
         warnings=warnings,
     )
 
 
-# --- servers and auth -------------------------------------------------------------------
+# --- servers ---------------------------------------------------------------------------
 
 
 def _server_url(doc: Mapping[str, Any]) -> str:
@@ -175,60 +190,6 @@ def _server_url(doc: Mapping[str, Any]) -> str:
     if not url.startswith(("http://", "https://")):
         raise Invalid(f"/servers/0/url: {url!r} is not an absolute http(s) URL; pass base_url")
     return url
-
-
-def _auth(doc: Mapping[str, Any], refs: Refs, warnings: list[str]) -> tuple[str, dict[str, Any]]:
-    components = mapping(doc.get("components") or {}, "/components")
-    schemes = mapping(components.get("securitySchemes") or {}, "/components/securitySchemes")
-    if not schemes:
-        return "none", {}
-    for scheme_name in _security_order(doc, schemes):
-        at = pointer("components", "securitySchemes", scheme_name)
-        scheme = mapping(refs.shallow(schemes[scheme_name], at), at)
-        found = _map_scheme(scheme, at, warnings)
-        if found is not None:
-            return found
-    return "none", {}
-
-
-def _security_order(doc: Mapping[str, Any], schemes: Mapping[str, Any]) -> list[str]:
-    ordered: dict[str, None] = {}
-    requirements = list(doc.get("security") or [])
-    for item in (doc.get("paths") or {}).values():
-        for method in METHODS:
-            op = item.get(method) if isinstance(item, dict) else None
-            if isinstance(op, dict):
-                requirements += list(op.get("security") or [])
-    for requirement in requirements:
-        if isinstance(requirement, dict):
-            ordered.update(dict.fromkeys(k for k in requirement if k in schemes))
-    ordered.update(dict.fromkeys(schemes))
-    return list(ordered)
-
-
-def _map_scheme(
-    scheme: Mapping[str, Any], at: str, warnings: list[str]
-) -> tuple[str, dict[str, Any]] | None:
-    kind = scheme.get("type")
-    if kind is None:
-        raise Invalid(f"{at}: security scheme has no 'type'")
-    if kind == "http":
-        http_scheme = str(scheme.get("scheme", "")).lower()
-        if http_scheme in ("bearer", "basic"):
-            return http_scheme, ({"token_prefix": "Bearer"} if http_scheme == "bearer" else {})
-    elif kind == "apiKey":
-        where, key_name = scheme.get("in"), scheme.get("name")
-        if not key_name:
-            raise Invalid(f"{at}/name: apiKey scheme needs a 'name'")
-        if where == "header":
-            return "api_key", {"header_name": str(key_name)}
-        if where == "query":
-            return "api_key", {"query_param": str(key_name)}
-    elif kind in ("oauth2", "openIdConnect"):
-        warnings.append(f"{at}: {kind} imported as bearer; store an access token as credentials")
-        return "bearer", {"token_prefix": "Bearer"}
-    warnings.append(f"{at}: unsupported security scheme ({kind}) skipped")
-    return None
 
 
 # --- operations -------------------------------------------------------------------------
@@ -308,7 +269,7 @@ def _action(
         if skip:
             warnings.append(f"{p_at}: {skip}")
             continue
-        properties[p_name] = _param_schema(param, where, p_at, refs)
+        properties[p_name] = _param_schema(param, where, p_at, refs, warnings)
         if where == "path" or param.get("required"):
             required.append(p_name)
     for placeholder in placeholders:
@@ -346,20 +307,23 @@ def _skip_reason(
     return None
 
 
-def _param_schema(param: Mapping[str, Any], where: str, at: str, refs: Refs) -> dict[str, Any]:
+def _param_schema(
+    param: Mapping[str, Any], where: str, at: str, refs: Refs, warnings: list[str]
+) -> dict[str, Any]:
     raw = param.get("schema")
     if raw is None and isinstance(param.get("content"), dict) and param["content"]:
         raw = next(iter(param["content"].values())).get("schema")
     schema = refs.schema(raw, f"{at}/schema") if raw is not None else {"type": "string"}
-    schema = dict(schema) if isinstance(schema, dict) else {}
+    schema = json_schema(schema) if isinstance(schema, dict) else {}
     if param.get("description") and "description" not in schema:
-        schema["description"] = short_text(param["description"], limit=300)
+        schema["description"] = short_text(plain_text(str(param["description"])), limit=300)
     schema["x-location"] = where
+    schema.update(parameter_hints(param, where, at, warnings))
     return schema
 
 
 def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
+    return plain_text(value).strip() if isinstance(value, str) else ""
 
 
 def _describe(op: Mapping[str, Any]) -> str:
@@ -396,7 +360,7 @@ def _request_body(
         return None, None
     m_at = f"{b_at}/content/{pointer(media)[1:]}"
     media_obj = mapping(content[media] or {}, m_at)
-    schema = refs.schema(media_obj.get("schema") or {}, f"{m_at}/schema")
+    schema = json_schema(refs.schema(media_obj.get("schema") or {}, f"{m_at}/schema"))
     # many documents (Twilio's) leave `requestBody.required` out; only an explicitly optional
     # body loses the `required` list of its fields
     body_required = bool(body.get("required", True))
@@ -415,8 +379,6 @@ def _request_body(
     styles = _deep_objects(media_obj.get("encoding")) if encoding is not None else set()
     template: dict[str, str] = {}
     for key, prop in props.items():
-        if isinstance(prop, dict) and prop.get("readOnly"):
-            continue
         param = key if key not in properties else f"body_{key}"
         properties[param] = {**(prop if isinstance(prop, dict) else {}), "x-location": "body"}
         if key in styles:

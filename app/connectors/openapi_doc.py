@@ -96,11 +96,9 @@ def _yaml_where(exc: yaml.YAMLError) -> str:
 
 
 def check_version(doc: Mapping[str, Any]) -> None:
-    if "swagger" in doc:
-        raise Invalid("/swagger: Swagger 2.0 documents are not supported; convert to OpenAPI 3")
     version = doc.get("openapi")
     if version is None:
-        raise Invalid("/openapi: missing; expected an OpenAPI 3.0 or 3.1 document")
+        raise Invalid("/openapi: missing; expected an OpenAPI 3.0/3.1 or Swagger 2.0 document")
     if not str(version).startswith(("3.0", "3.1")):
         raise Invalid(f"/openapi: unsupported version {str(version)!r} (3.0 and 3.1 only)")
 

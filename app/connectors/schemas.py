@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, StringConstraints, field_validator, model_validator
 
-from app.kit.schemas import Flag, ReadSchema, Schema, Slug, from_column
+from app.kit.schemas import Flag, ReadSchema, Schema, Slug, from_column, one_spelling
 
 AuthType = Literal["none", "bearer", "api_key", "basic"]
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -240,3 +240,9 @@ class ConnectorImport(Schema):
 
 class ActionTestRequest(Schema):
     parameters: dict[str, Any] = Field(default_factory=dict)
+    """The action's arguments; `arguments` is accepted too, as on the MCP call route."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arguments(cls, data: Any) -> Any:
+        return one_spelling(data, "parameters", "arguments")

@@ -69,7 +69,14 @@ def _draft(data: ConnectorImport, *, name: str | None, base_url: str | None) -> 
         include_paths=tuple(data.include_paths),
         include_operations=tuple(data.include_operations),
     )
-    draft = parse_openapi(data.document, name=name, base_url=base_url, filters=filters)
+    draft = parse_openapi(
+        data.document,
+        name=name,
+        base_url=base_url,
+        filters=filters,
+        auth_type=data.auth_type,
+        credential_keys=tuple(data.credentials or ()),
+    )
     if data.auth_type is not None:
         draft.auth_type = data.auth_type
         draft.auth_config = {}

@@ -40,6 +40,20 @@ class Schema(BaseModel):
     model_config = ConfigDict(from_attributes=True, extra="forbid")
 
 
+def one_spelling(data: Any, name: str, other: str) -> Any:
+    """A request body whose field `name` may also be spelt `other` (the `mcp` meta-tool says
+    `parameters`, the admin call route `arguments`): `other` moves to `name`; both given
+    with different values is refused. For a `model_validator(mode="before")`."""
+    if not isinstance(data, dict) or other not in data:
+        return data
+    moved = dict(data)
+    value = moved.pop(other)
+    if name in moved and moved[name] != value:
+        raise ValueError(f"give {name!r} or {other!r}, not both")
+    moved[name] = value
+    return moved
+
+
 class ReadSchema(Schema):
     model_config = ConfigDict(from_attributes=True, extra="ignore")
     id: uuid.UUID

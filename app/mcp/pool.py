@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from app.config import Settings
+from app.convert.plain import plain_text
 from app.errors import Invalid, Unavailable, Upstream
 from app.mcp.client import (
     McpConfigError,
@@ -336,7 +337,11 @@ class McpPool:
         async with asyncio.timeout(session.spec.call_timeout_s):
             tools = await session.list_tools()
         return [
-            {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
+            {
+                "name": t.name,
+                "description": plain_text(t.description or ""),
+                "input_schema": t.input_schema,
+            }
             for t in tools
         ]
 

@@ -5,7 +5,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from app.kit.schemas import OrEmpty, ReadSchema, Schema, ShortText, Slug, from_column
+from app.kit.schemas import (
+    OrEmpty,
+    ReadSchema,
+    Schema,
+    ShortText,
+    Slug,
+    from_column,
+    one_spelling,
+)
 from app.security.secrets_view import MaskedValues
 
 Transport = Literal["stdio", "sse", "streamable_http"]
@@ -78,6 +86,12 @@ class McpServerRead(ReadSchema):
 class McpCallRequest(Schema):
     tool: Annotated[str, StringConstraints(min_length=1, max_length=256)]
     arguments: dict[str, Any] = Field(default_factory=dict)
+    """The tool's arguments; `parameters` is accepted too (the `mcp` meta-tool's word)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parameters(cls, data: Any) -> Any:
+        return one_spelling(data, "arguments", "parameters")
 
 
 class McpServerCreated(McpServerRead):

@@ -12,7 +12,9 @@ import pytest
 from app.config import Settings
 from app.connectors.execute import ConnectorExecutor
 from app.connectors.models import Connector, ConnectorAction
+from app.main import create_app
 from app.security.egress import new_http_client
+from tests.conftest import ADMIN_TOKEN
 from tests.connectors.server_app import LocalServer
 
 
@@ -21,6 +23,23 @@ def server() -> Iterator[LocalServer]:
     srv = LocalServer().start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+async def loopback_client(committing_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with loopback egress open: the recording server lives on 127.0.0.1."""
+    settings = committing_settings.model_copy(update={"egress_allow_cidrs": ["127.0.0.0/8"]})
+    app = create_app(settings)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://quiver.test",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=120,
+        ) as http,
+    ):
+        yield http
 
 
 @pytest.fixture(scope="module")

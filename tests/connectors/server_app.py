@@ -37,6 +37,7 @@ async def _echo(request: Request) -> Response:
         "method": request.method,
         "path": request.url.path,
         "raw_path": request.scope["raw_path"].decode(),
+        "raw_query": request.scope["query_string"].decode(),
         "query": [[k, v] for k, v in request.query_params.multi_items()],
         "headers": {k.lower(): v for k, v in request.headers.items()},
         "body": body,

@@ -111,6 +111,8 @@ def test_petstore_yaml_imports_all_operations() -> None:
     assert draft.warnings == [
         "/paths/~1pet~1{petId}~1uploadImage/post/requestBody: media types "
         "application/octet-stream not supported; skipped",
+        "/security: imported as bearer (petstore_auth); the document also offers api_key "
+        "(api_key): pass auth_type (or matching credentials) to choose",
         "/components/securitySchemes/petstore_auth: oauth2 imported as bearer; store an access "
         "token as credentials",
     ]
@@ -348,11 +350,16 @@ def test_parameter_ref_cycles_are_reported() -> None:
         (_doc({"pets": {"get": {}}}), "/paths/pets: path must start with '/'"),
         (_doc({}), "/paths: the document defines no operations"),
         (
-            {"swagger": "2.0", "paths": {}},
-            "/swagger: Swagger 2.0 documents are not supported; convert to OpenAPI 3",
+            {"swagger": "2.0", "host": "api.test", "paths": {}},
+            "/paths: the document defines no operations",
+        ),
+        ({"swagger": "1.2"}, "/swagger: unsupported version '1.2' (Swagger 2.0 only)"),
+        (
+            {"swagger": "2.0", "basePath": "/v1", "paths": {"/a": {"get": {}}}},
+            "/servers/0/url: '/v1' is not an absolute http(s) URL; pass base_url",
         ),
         ({"openapi": "4.0.0"}, "/openapi: unsupported version '4.0.0' (3.0 and 3.1 only)"),
-        ({"info": {}}, "/openapi: missing; expected an OpenAPI 3.0 or 3.1 document"),
+        ({"info": {}}, "/openapi: missing; expected an OpenAPI 3.0/3.1 or Swagger 2.0 document"),
         (
             {"openapi": "3.0.0", "paths": {"/a": {"get": {}}}},
             "/servers: no server URL in the document; pass base_url",

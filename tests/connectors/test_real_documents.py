@@ -9,18 +9,13 @@ import copy
 import gzip
 import json
 import uuid
-from collections.abc import AsyncIterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
 import httpx
-import pytest
 
-from app.config import Settings
-from app.main import create_app
-from tests.conftest import ADMIN_TOKEN
 from tests.connectors.big_spec import big_document
 from tests.connectors.server_app import LocalServer
 
@@ -53,23 +48,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture
-async def client(committing_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The app with loopback egress open: the recording server lives on 127.0.0.1."""
-    settings = committing_settings.model_copy(update={"egress_allow_cidrs": ["127.0.0.0/8"]})
-    app = create_app(settings)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://quiver.test",
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=120,
-        ) as http,
-    ):
-        yield http
-
-
 async def run(client: httpx.AsyncClient, cid: str, action: str, args: dict[str, Any]) -> None:
     resp = await client.post(
         f"/api/v1/connectors/{cid}/actions/{action}/test", json={"parameters": args}
@@ -82,15 +60,15 @@ async def run(client: httpx.AsyncClient, cid: str, action: str, args: dict[str, 
 
 
 async def test_github_imports_whole_and_takes_a_token_through_the_auth_override(
-    client: httpx.AsyncClient, server: LocalServer
+    loopback_client: httpx.AsyncClient, server: LocalServer
 ) -> None:
     name = unique("github")
     base = {"document": text("github_api"), "name": name, "base_url": server.url}
-    refused = await client.post(IMPORT, json={**base, "credentials": {"token": "ghp-1"}})
+    refused = await loopback_client.post(IMPORT, json={**base, "credentials": {"token": "ghp-1"}})
     assert refused.status_code == 422, refused.text
     assert "auth_type 'none'" in refused.json()["detail"]
 
-    resp = await client.post(
+    resp = await loopback_client.post(
         IMPORT,
         json={
             **base,
@@ -115,11 +93,11 @@ async def test_github_imports_whole_and_takes_a_token_through_the_auth_override(
     ]
     longest = max(body["actions"], key=lambda a: len(a["description"]))
     assert len(longest["description"]) > 2000, "long descriptions are stored whole"
-    stored = await client.get(f"/api/v1/connectors/{body['id']}/actions/{longest['name']}")
+    stored = await loopback_client.get(f"/api/v1/connectors/{body['id']}/actions/{longest['name']}")
     assert stored.json()["description"] == longest["description"]
 
     await run(
-        client,
+        loopback_client,
         body["id"],
         "issues_create",
         {
@@ -143,10 +121,12 @@ async def test_github_imports_whole_and_takes_a_token_through_the_auth_override(
     assert seen["headers"]["authorization"] == "token ghp-real-doc-1234"
 
 
-async def test_github_import_filters(client: httpx.AsyncClient, server: LocalServer) -> None:
+async def test_github_import_filters(
+    loopback_client: httpx.AsyncClient, server: LocalServer
+) -> None:
     doc = document("github_api")
     tagged = {op["operationId"] for _, _, op in operations(doc) if "issues" in op["tags"]}
-    resp = await client.post(
+    resp = await loopback_client.post(
         IMPORT,
         json={
             "document": doc,
@@ -160,7 +140,7 @@ async def test_github_import_filters(client: httpx.AsyncClient, server: LocalSer
     assert names == sorted(i.replace("/", "_").replace("-", "_") for i in tagged)
     assert len(names) == 58
 
-    resp = await client.post(
+    resp = await loopback_client.post(
         IMPORT,
         json={
             "document": doc,
@@ -182,8 +162,8 @@ async def test_github_import_filters(client: httpx.AsyncClient, server: LocalSer
         "pulls_list_reviews",
     ]
 
-    before = (await client.get("/api/v1/connectors")).json()["total"]
-    none = await client.post(
+    before = (await loopback_client.get("/api/v1/connectors")).json()["total"]
+    none = await loopback_client.post(
         IMPORT,
         json={
             "document": doc,
@@ -194,16 +174,16 @@ async def test_github_import_filters(client: httpx.AsyncClient, server: LocalSer
     )
     assert none.status_code == 422
     assert "no operation matches the filters" in none.json()["detail"]
-    assert (await client.get("/api/v1/connectors")).json()["total"] == before
+    assert (await loopback_client.get("/api/v1/connectors")).json()["total"] == before
 
 
 # --- Twilio: form-urlencoded bodies -----------------------------------------------------
 
 
 async def test_twilio_form_bodies_are_parameters_and_sent_urlencoded(
-    client: httpx.AsyncClient, server: LocalServer
+    loopback_client: httpx.AsyncClient, server: LocalServer
 ) -> None:
-    resp = await client.post(
+    resp = await loopback_client.post(
         IMPORT,
         json={
             "document": text("twilio_api_v2010"),
@@ -221,7 +201,7 @@ async def test_twilio_form_bodies_are_parameters_and_sent_urlencoded(
     assert create["parameters"]["required"][:2] == ["AccountSid", "To"]
 
     await run(
-        client,
+        loopback_client,
         body["id"],
         "create_message",
         {
@@ -251,9 +231,9 @@ async def test_twilio_form_bodies_are_parameters_and_sent_urlencoded(
 
 
 async def test_stripe_form_and_multipart_bodies(
-    client: httpx.AsyncClient, server: LocalServer
+    loopback_client: httpx.AsyncClient, server: LocalServer
 ) -> None:
-    resp = await client.post(
+    resp = await loopback_client.post(
         IMPORT,
         json={
             "document": text("stripe_api"),
@@ -268,7 +248,7 @@ async def test_stripe_form_and_multipart_bodies(
     assert (len(body["actions"]), body["warnings"]) == (452, [])
 
     await run(
-        client,
+        loopback_client,
         body["id"],
         "post_customers",
         {
@@ -290,7 +270,7 @@ async def test_stripe_form_and_multipart_bodies(
     assert seen["headers"]["authorization"] == "Bearer sk_test_realdoc_1234"
 
     await run(
-        client,
+        loopback_client,
         body["id"],
         "post_files",
         {
@@ -311,10 +291,10 @@ async def test_stripe_form_and_multipart_bodies(
 
 
 async def test_reimport_updates_actions_in_place_and_keeps_credentials(
-    client: httpx.AsyncClient, server: LocalServer
+    loopback_client: httpx.AsyncClient, server: LocalServer
 ) -> None:
     old = document("twilio_api_v2010")
-    resp = await client.post(
+    resp = await loopback_client.post(
         IMPORT,
         json={
             "document": old,
@@ -332,7 +312,7 @@ async def test_reimport_updates_actions_in_place_and_keeps_credentials(
     new = copy.deepcopy(old)
     messages = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
     new["paths"][messages]["post"]["description"] = "Send a message (v2)"
-    resp = await client.post(
+    resp = await loopback_client.post(
         f"/api/v1/connectors/{created['id']}/import",
         json={
             "document": new,
@@ -354,13 +334,15 @@ async def test_reimport_updates_actions_in_place_and_keeps_credentials(
         server.url,
         created["name"],
     )
-    stored = (await client.get(f"/api/v1/connectors/{created['id']}")).json()
+    stored = (await loopback_client.get(f"/api/v1/connectors/{created['id']}")).json()
     assert {a["name"] for a in stored["actions"]} == set(after)
 
-    await run(client, created["id"], "create_message", {"AccountSid": SID, "To": "+1"})
+    await run(loopback_client, created["id"], "create_message", {"AccountSid": SID, "To": "+1"})
     assert server.last["headers"]["authorization"].startswith("Basic ")
 
-    unknown = await client.post(f"/api/v1/connectors/{uuid.uuid4()}/import", json={"document": new})
+    unknown = await loopback_client.post(
+        f"/api/v1/connectors/{uuid.uuid4()}/import", json={"document": new}
+    )
     assert unknown.status_code == 404
 
 
@@ -368,11 +350,11 @@ async def test_reimport_updates_actions_in_place_and_keeps_credentials(
 
 
 async def test_ten_thousand_operations_import_while_the_server_keeps_answering(
-    client: httpx.AsyncClient,
+    loopback_client: httpx.AsyncClient,
 ) -> None:
     doc = big_document(10_000)
     task = asyncio.create_task(
-        client.post(
+        loopback_client.post(
             IMPORT,
             json={
                 "document": doc,
@@ -383,7 +365,7 @@ async def test_ten_thousand_operations_import_while_the_server_keeps_answering(
     )
     answered = 0
     while not task.done():
-        assert (await client.get("/healthz")).status_code == 200
+        assert (await loopback_client.get("/healthz")).status_code == 200
         answered += not task.done()
         await asyncio.sleep(0.01)
     resp = task.result()

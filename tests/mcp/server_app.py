@@ -30,6 +30,12 @@ HANDSHAKES = ("initialize", "server/discover")
 PNG_1PX = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
+LOOKUP_HTML = (
+    '<p>Look up a <a href="https://example.test/docs/customers">customer</a> by its '
+    "<code>id</code> &amp; return it.</p><ul><li>Cached for 60&nbsp;s.</li>"
+    "<li>Deleted customers are <strong>not</strong> found.</li></ul>"
+)
+"""A tool description in HTML, as Stripe-derived MCP servers publish them."""
 
 
 class Counting:
@@ -81,6 +87,10 @@ def make_server(name: str = "testsrv", *, legacy: bool = False) -> tuple[MCPServ
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
+
+    @server.tool(description=LOOKUP_HTML)
+    def lookup(id: str) -> str:
+        return f"customer {id}"
 
     @server.tool()
     def echo(text: str, repeat: int = 1) -> str:

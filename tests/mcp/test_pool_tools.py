@@ -62,6 +62,11 @@ async def test_list_tools_returns_names_descriptions_and_schemas(
     assert by_name["add"]["input_schema"]["required"] == ["a", "b"]
     assert by_name["add"]["input_schema"]["properties"]["a"]["type"] == "integer"
     assert set(by_name["echo"]) == {"name", "description", "input_schema"}
+    # published as HTML (LOOKUP_HTML), stored as plain text with links as text
+    assert by_name["lookup"]["description"] == (
+        "Look up a customer by its id & return it.\n\n"
+        "- Cached for 60 s.\n- Deleted customers are not found."
+    )
 
 
 @pytest.mark.parametrize("kind", ["sse", "http"])

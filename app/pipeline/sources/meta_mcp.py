@@ -1,7 +1,8 @@
 """`mcp(subcommand=discover|call|search, server?, tool?, parameters?, query?)`.
 
 discover answers from the cached tool list; only call reaches the server; search ranks
-every server and tool for a query.
+every server and tool for a query. `call` takes the tool's arguments as `parameters` or
+`arguments` (the admin call route's word), not both.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from app.kit.schemas import one_spelling
 from app.mcp.backend import McpBackend
 from app.mcp.models import McpServer
 from app.pipeline.sources.disclosure import Entry, Source, source
@@ -68,6 +70,7 @@ class McpMetaTool(KindMetaTool[McpServer]):
     properties: ClassVar[dict[str, Any]] = {
         "tool": {"type": "string"},
         "parameters": {"type": "object"},
+        "arguments": {"type": "object"},
     }
 
     def __init__(self, servers: Sequence[McpServer], backend: McpBackend, query: str = "") -> None:
@@ -89,7 +92,11 @@ class McpMetaTool(KindMetaTool[McpServer]):
     ) -> ToolResult:
         if subcommand == "discover":
             return self._discover(row, args.get("tool"))
-        return await self._call(row, args.get("tool"), args.get("parameters"), ctx)
+        try:
+            params = one_spelling(args, "parameters", "arguments").get("parameters")
+        except ValueError as exc:
+            return ToolResult.fail(invalid_arguments(NAME, str(exc)))
+        return await self._call(row, args.get("tool"), params, ctx)
 
     def _server_tools(self, server: McpServer) -> dict[str, McpToolInfo]:
         """Parsed on first use: assembly only needs the names for the description."""
