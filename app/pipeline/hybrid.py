@@ -26,9 +26,9 @@ from app.pipeline.ranker import (
     CachedRanker,
     LexicalRanker,
     ScoredTool,
-    schema_parameter_names,
 )
 from app.pipeline.static_model import StaticModel
+from app.pipeline.tool_fields import tool_text
 from app.retrieval.embedding import Embedder as _Embedder
 from app.retrieval.fusion import znorm_rows as _znorm_rows
 from app.retrieval.text import words
@@ -62,7 +62,6 @@ _CLAUSE_SPLIT = re.compile(
     re.IGNORECASE,
 )
 _LEADING_JOINER = re.compile(r"^(?:and then|and|then|also|plus)\s+", re.IGNORECASE)
-_DESCRIPTION_CHARS = 400
 
 
 def clause_spans(query: str, clauses: Sequence[str]) -> list[tuple[int, int]] | None:
@@ -83,13 +82,6 @@ def split_clauses(query: str) -> list[str]:
     parts = [_LEADING_JOINER.sub("", p.strip()) for p in _CLAUSE_SPLIT.split(query) if p.strip()]
     clauses = [p for p in parts if len(words(p)) >= _MIN_CLAUSE_WORDS]
     return clauses[:_MAX_CLAUSES] if len(clauses) > 1 else []
-
-
-def tool_text(tool: ToolDef) -> str:
-    """What is embedded for a tool: its name as words, description, parameter names."""
-    params = " ".join(schema_parameter_names(tool.parameters))
-    name = " ".join(words(tool.name))
-    return f"{name}. {tool.description[:_DESCRIPTION_CHARS]} {params}".strip()
 
 
 class HybridRanker(CachedRanker):

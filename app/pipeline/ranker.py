@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -21,6 +21,7 @@ import numpy.typing as npt
 from rapidfuzz import fuzz, process
 
 from app.kit.lru import Lru
+from app.pipeline.tool_fields import tool_fields
 from app.retrieval.lexical import FieldWeight as _Field
 from app.retrieval.lexical import Postings, build_postings, query_terms, score
 from app.retrieval.text import STOPWORDS, SYNONYMS, tokenize, words
@@ -30,16 +31,20 @@ DEFAULT_ABSTAIN_THRESHOLD = 0.4
 """Best score below which nothing looks relevant (about 5% false abstains on BFCL live)."""
 
 
-# Order matches `_tool_fields`. Tuned on the shared selection datasets (bench/selection.py).
+# Order matches `tool_fields.FIELD_NAMES`. Tuned on the shared selection datasets and the
+# development half of the real-catalog set (bench/selection.py).
 _FIELDS: tuple[_Field, ...] = (
     _Field(weight=3.0, b=0.3),  # name
+    _Field(weight=2.0, b=0.3),  # method and path as words
     _Field(weight=0.8, b=0.4),  # first sentence of the description
     _Field(weight=1.0, b=0.75),  # rest of the description
     _Field(weight=1.2, b=0.5),  # parameter names
     _Field(weight=0.8, b=0.5),  # parameter descriptions and enum values
+    _Field(weight=1.0, b=0.3),  # OpenAPI tags
+    _Field(weight=0.5, b=0.3),  # the source's name and description
 )
-_BIGRAM_FIELDS = 3
-"""Bigrams are indexed for the name and description fields only."""
+_BIGRAM_FIELDS = 4
+"""Bigrams are indexed for the name, route and description fields only."""
 _BIGRAM_WEIGHT = 0.5
 _EXPANSION_WEIGHT = 0.5
 _NAME_MATCH = 90.0
@@ -48,11 +53,9 @@ _IDENT_MATCH = 85.0
 """Similarity for identifier-looking request tokens (`create_isue`) against tool names."""
 _SINGLE_WORD_NAME = 0.15
 """Bonus strength for one-word names: "search" in a request is rarely a reference to a tool."""
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _IDENTIFIER = re.compile(r"\w+(?:[._\-/]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*")
 _MAX_IDENTIFIERS = 16
 """Fuzzy lookups per request; bounds the cost of pasted code or logs."""
-_MAX_SCHEMA_DEPTH = 3
 _CACHE_SIZE = 8
 
 
@@ -62,46 +65,10 @@ class ScoredTool:
     score: float
 
 
-def _schema_texts(schema: Mapping[str, Any], depth: int = 0) -> Iterator[tuple[str, str]]:
-    """(parameter name, description + enum values) for a JSON schema, nested properties too."""
-    props = schema.get("properties")
-    if not isinstance(props, Mapping) or depth >= _MAX_SCHEMA_DEPTH:
-        return
-    for pname, spec in props.items():
-        if not isinstance(spec, Mapping):
-            yield str(pname), ""
-            continue
-        desc = spec.get("description")
-        enum = spec.get("enum")
-        extra = " ".join(str(v) for v in enum) if isinstance(enum, list) else ""
-        yield str(pname), f"{desc if isinstance(desc, str) else ''} {extra}"
-        yield from _schema_texts(spec, depth + 1)
-        items = spec.get("items")
-        if isinstance(items, Mapping):
-            yield from _schema_texts(items, depth + 1)
-
-
-def schema_parameter_names(schema: Mapping[str, Any]) -> list[str]:
-    """Every parameter name of a JSON schema, nested ones too."""
-    return [name for name, _ in _schema_texts(schema)]
-
-
-def _tool_fields(tool: ToolDef) -> tuple[list[str], ...]:
-    first, *rest = _SENTENCE_END.split(tool.description.strip(), maxsplit=1)
-    params = list(_schema_texts(tool.parameters))
-    return (
-        tokenize(tool.name),
-        tokenize(first),
-        tokenize(rest[0] if rest else ""),
-        tokenize(" ".join(p for p, _ in params)),
-        tokenize(" ".join(d for _, d in params)),
-    )
-
-
 def _build_postings(tools: Sequence[ToolDef]) -> Postings:
     """term -> (tool indexes, idf * saturated BM25F pseudo term frequency per tool)."""
     return build_postings(
-        [_tool_fields(t) for t in tools],
+        [tool_fields(t) for t in tools],
         _FIELDS,
         bigram_fields=_BIGRAM_FIELDS,
         bigram_weight=_BIGRAM_WEIGHT,

@@ -20,6 +20,19 @@ from app.events import RunEvent
 JsonSchema = dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class SearchHints:
+    """What a tool's ranker may index besides its name, description and parameters; never
+    sent to the model. A connector action gives its method, path and OpenAPI tags; a tool
+    from a source (connector, MCP server) gives the source's name and description."""
+
+    source: str = ""
+    source_description: str = ""
+    method: str = ""
+    path: str = ""
+    tags: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolDef:
     """A tool exactly as the model receives it (OpenAI function-calling shape)."""
@@ -33,6 +46,8 @@ class ToolDef:
     """Progress-tracker step id prefix, e.g. `connector:jira/create_issue`."""
     timeout_s: float | None = None
     """Overrides the run's per-call timeout (a delegation runs a whole child run)."""
+    hints: SearchHints | None = None
+    """Extra words for the tool rankers (pipeline/ranker.py); not part of `to_openai`."""
 
     def to_openai(self) -> dict[str, Any]:
         return {
