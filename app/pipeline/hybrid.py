@@ -48,6 +48,10 @@ class Fusion:
     """The static model distilled from MiniLM (app/pipeline/static_model.py)."""
     whole: float = 0.65
     clause: float = 0.35
+    route: float = 0.3
+    """Per nat of a source's log share of the request (pipeline/routing.py)."""
+    merge: float = 3.0
+    """How clearly a clause must pick its best tool for it to join the top (`_merge`; 0: never)."""
 
 
 FUSION = Fusion(lexical=0.15, wordllama=0.3, minilm=0.5, whole=0.8, clause=0.2)
@@ -84,6 +88,34 @@ def split_clauses(query: str) -> list[str]:
     return clauses[:_MAX_CLAUSES] if len(clauses) > 1 else []
 
 
+def _top(scores: Vector | Matrix, limit: int) -> list[int]:
+    """Indexes of the `limit` best scores, best first (ties keep input order)."""
+    n = len(scores)
+    if limit < n:
+        part = np.argpartition(-scores, limit - 1)[:limit]
+        return [int(i) for i in part[np.lexsort((part, -scores[part]))]]
+    return [int(i) for i in np.lexsort((np.arange(n), -scores))]
+
+
+def _merge(order: list[int], clauses: Matrix, confident: float, limit: int) -> list[int]:
+    """Split and merge: after the whole request's best tool, each clause's best one when that
+    clause picks it out clearly (its fused score at least `confident` above the clause's
+    mean), so every part of a request of several has a tool near the top."""
+    out: dict[int, None] = dict.fromkeys(order[:1])
+    for row in clauses:
+        best = int(np.argmax(row))
+        top = float(row[best])
+        if top >= confident and (not order or float(row[order[0]]) <= top - _APART):
+            out.setdefault(best)
+    out.update(dict.fromkeys(order[1:]))
+    return list(out)[:limit]
+
+
+_APART = 2.0
+"""How far below a clause's best tool the whole request's best must score in that clause for
+the clause to count as another part of the request."""
+
+
 class HybridRanker(CachedRanker):
     """Rank a fixed set of tools against free-text requests: lexical and embedding scores fused."""
 
@@ -103,7 +135,12 @@ class HybridRanker(CachedRanker):
             self._minilm: Matrix = self._static.embed_ids(ids, self._idf)
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
-        """(fused score per tool, lexical score per tool), in input order.
+        """(fused score per tool, lexical score per tool), in input order."""
+        fused, lexical, _ = self._signals(query)
+        return fused, lexical
+
+    def _signals(self, query: str) -> tuple[Vector, Vector, Matrix | None]:
+        """(fused score per tool, lexical score per tool, fused score per clause and tool).
 
         Row 0 of each signal is the whole request, the others its clauses (one row per text,
         so every reduction runs along contiguous memory); each row is z-normalised, then the
@@ -112,7 +149,7 @@ class HybridRanker(CachedRanker):
         """
         lexical = self.lexical.score_array(query)
         if not self._names or not query.strip():
-            return lexical, lexical
+            return lexical, lexical, None
         w = self.fusion
         clauses = split_clauses(query)
         texts = [query, *clauses]
@@ -132,10 +169,13 @@ class HybridRanker(CachedRanker):
                 [static.ids(t) for t in texts] if spans is None else static.ids_spans(query, spans)
             )
             fused += w.minilm * _znorm_rows(static.embed_ids(ids, self._idf) @ self._minilm.T)
+        boosts = self.lexical.route_boosts(query) if self.lexical.router.active else None
+        if boosts is not None:
+            fused += (w.route * boosts).astype(np.float32)
         out: Vector = fused[0].astype(np.float64)
         if clauses:
             out = w.whole * out + w.clause * fused[1:].max(axis=0)
-        return out, lexical
+        return out, lexical, fused[1:] if clauses else None
 
     def scores(self, query: str) -> list[float]:
         return [float(x) for x in self.scores_and_lexical(query)[0]]
@@ -146,17 +186,15 @@ class HybridRanker(CachedRanker):
         A tool's `score` is the lexical one (0.0 = no lexical evidence) so the abstain
         threshold keeps its meaning; the order is the fused one.
         """
-        fused, lexical = self.scores_and_lexical(query)
+        fused, lexical, clauses = self._signals(query)
         n = len(fused)
         limit = n if k is None else max(0, min(k, n))
         if limit == 0:
             return []
-        if limit < n:
-            part = np.argpartition(-fused, limit - 1)[:limit]
-            order = part[np.lexsort((part, -fused[part]))]
-        else:
-            order = np.lexsort((np.arange(n), -fused))
-        return [ScoredTool(self._names[i], float(lexical[i])) for i in order.tolist()]
+        order = _top(fused, limit)
+        if clauses is not None and self.fusion.merge:
+            order = _merge(order, clauses, self.fusion.merge, limit)
+        return [ScoredTool(self._names[i], float(lexical[i])) for i in order]
 
     def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
         """True when nothing looks relevant (by the lexical evidence of the ranked tools)."""

@@ -21,7 +21,9 @@ import numpy.typing as npt
 from rapidfuzz import fuzz, process
 
 from app.kit.lru import Lru
+from app.pipeline.routing import SourceRouter
 from app.pipeline.tool_fields import tool_fields
+from app.pipeline.vocabulary import abbreviations, expansions, rewrite
 from app.retrieval.lexical import FieldWeight as _Field
 from app.retrieval.lexical import Postings, build_postings, query_terms, score
 from app.retrieval.text import STOPWORDS, SYNONYMS, tokenize, words
@@ -47,6 +49,9 @@ _BIGRAM_FIELDS = 4
 """Bigrams are indexed for the name, route and description fields only."""
 _BIGRAM_WEIGHT = 0.5
 _EXPANSION_WEIGHT = 0.5
+ROUTE_LEXICAL = 0.3
+"""How much a source's share of the request scales its tools' lexical scores
+(`exp(0.3 x log share)`: a source with a tenth of the best one's share keeps half)."""
 _NAME_MATCH = 90.0
 """rapidfuzz similarity (0-100) from which a tool name counts as mentioned in the request."""
 _IDENT_MATCH = 85.0
@@ -65,10 +70,10 @@ class ScoredTool:
     score: float
 
 
-def _build_postings(tools: Sequence[ToolDef]) -> Postings:
+def _build_postings(fields: Sequence[Sequence[list[str]]]) -> Postings:
     """term -> (tool indexes, idf * saturated BM25F pseudo term frequency per tool)."""
     return build_postings(
-        [tool_fields(t) for t in tools],
+        fields,
         _FIELDS,
         bigram_fields=_BIGRAM_FIELDS,
         bigram_weight=_BIGRAM_WEIGHT,
@@ -156,16 +161,28 @@ class LexicalRanker(CachedRanker):
         self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
     ) -> None:
         super().__init__(tools, abstain_threshold=abstain_threshold)
-        self._postings = _build_postings(tools)
+        fields = [tool_fields(t) for t in tools]
+        self._postings = _build_postings(fields)
         self._matcher = _NameMatcher(self._names)
+        self._mined = abbreviations(t.description for t in tools)
+        self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
+
+    def route_boosts(self, query: str) -> npt.NDArray[np.float64] | None:
+        """Per tool, the log share of its source for this request (None: nothing to route)."""
+        return self.router.boosts(self._query_terms(query))
 
     def _query_terms(self, query: str) -> dict[str, float]:
-        return query_terms(
-            tokenize(query),
+        tokens = tokenize(rewrite(query))
+        weights = query_terms(
+            tokens,
             self._postings,
             synonyms=SYNONYMS,
             expansion_weight=_EXPANSION_WEIGHT,
         )
+        for term, weight in expansions(tokens, self._mined).items():
+            if term in self._postings:
+                weights.setdefault(term, weight)
+        return weights
 
     def scores(self, query: str) -> list[float]:
         """Score per tool, in input order (0.0 = no evidence)."""
@@ -176,7 +193,11 @@ class LexicalRanker(CachedRanker):
 
         `names=False` leaves out the bonus for tools the request names (the fuzzy part).
         """
-        scores = score(self._postings, self._query_terms(query), len(self._names))
+        weights = self._query_terms(query)
+        scores = score(self._postings, weights, len(self._names))
+        boosts = self.router.boosts(weights) if self.router.active else None
+        if boosts is not None:
+            scores *= np.exp(ROUTE_LEXICAL * boosts)
         mentions = self._matcher.mentions(query) if names else None
         if mentions:
             # Scaled to the best lexical score so a named tool outranks merely similar ones.
