@@ -22,7 +22,6 @@ import numpy as np
 import numpy.typing as npt
 
 from app.pipeline.ranker import (
-    DEFAULT_ABSTAIN_THRESHOLD,
     CachedRanker,
     LexicalRanker,
     ScoredTool,
@@ -111,6 +110,12 @@ def _merge(order: list[int], clauses: Matrix, confident: float, limit: int) -> l
     return list(out)[:limit]
 
 
+HYBRID_MIN_SCORE = 0.38
+"""Relevance below which the hybrid ranker keeps nothing: relevance is the mean of the lexical
+one (`LexicalRanker.rank`) and the request's cosine similarity to the tool in the embedding
+space; chosen on the development half of the real-catalog set (bench/selection.py --real)."""
+HYBRID_WEAK_SCORE = 0.15
+"""A best tool between this and `HYBRID_MIN_SCORE` is kept alone (`CachedRanker.kept`)."""
 _APART = 2.0
 """How far below a clause's best tool the whole request's best must score in that clause for
 the clause to count as another part of the request."""
@@ -120,12 +125,12 @@ class HybridRanker(CachedRanker):
     """Rank a fixed set of tools against free-text requests: lexical and embedding scores fused."""
 
     fusion: ClassVar[Fusion] = FUSION
+    min_score: ClassVar[float] = HYBRID_MIN_SCORE
+    weak_score: ClassVar[float] = HYBRID_WEAK_SCORE
 
-    def __init__(
-        self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
-    ) -> None:
-        super().__init__(tools, abstain_threshold=abstain_threshold)
-        self.lexical = LexicalRanker(tools, abstain_threshold=abstain_threshold)
+    def __init__(self, tools: Sequence[ToolDef]) -> None:
+        super().__init__(tools)
+        self.lexical = LexicalRanker(tools)
         texts = [tool_text(t) for t in tools]
         self._matrix = _Embedder.embed(texts) if self.fusion.wordllama else None
         self._static = StaticModel.shared() if self.fusion.minilm else None
@@ -136,11 +141,12 @@ class HybridRanker(CachedRanker):
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
         """(fused score per tool, lexical score per tool), in input order."""
-        fused, lexical, _ = self._signals(query)
+        fused, lexical, _, _ = self._signals(query)
         return fused, lexical
 
-    def _signals(self, query: str) -> tuple[Vector, Vector, Matrix | None]:
-        """(fused score per tool, lexical score per tool, fused score per clause and tool).
+    def _signals(self, query: str) -> tuple[Vector, Vector, Matrix | None, Vector | None]:
+        """(fused score per tool, lexical score per tool, fused score per clause and tool,
+        the request's cosine similarity per tool).
 
         Row 0 of each signal is the whole request, the others its clauses (one row per text,
         so every reduction runs along contiguous memory); each row is z-normalised, then the
@@ -149,8 +155,9 @@ class HybridRanker(CachedRanker):
         """
         lexical = self.lexical.score_array(query)
         if not self._names or not query.strip():
-            return lexical, lexical, None
+            return lexical, lexical, None, None
         w = self.fusion
+        cosine: Vector | None = None
         clauses = split_clauses(query)
         texts = [query, *clauses]
         # Names the request spells out already count in the whole request's score.
@@ -159,7 +166,9 @@ class HybridRanker(CachedRanker):
         if self._matrix is not None:
             # WordLlama encodes each clause on its own (sliced from the request, a clause's first
             # word would get a different, mid-sentence token).
-            fused += w.wordllama * _znorm_rows(_Embedder.embed_few(texts) @ self._matrix.T)
+            sims = _Embedder.embed_few(texts) @ self._matrix.T
+            cosine = sims[0].astype(np.float64)
+            fused += w.wordllama * _znorm_rows(sims)
         if self._static is not None:
             # WordPiece splits at spaces and punctuation, so a clause's tokens are exactly the
             # request's tokens inside its span: one encode serves the request and its clauses.
@@ -168,14 +177,16 @@ class HybridRanker(CachedRanker):
             ids = (
                 [static.ids(t) for t in texts] if spans is None else static.ids_spans(query, spans)
             )
-            fused += w.minilm * _znorm_rows(static.embed_ids(ids, self._idf) @ self._minilm.T)
+            sims = static.embed_ids(ids, self._idf) @ self._minilm.T
+            cosine = sims[0].astype(np.float64)
+            fused += w.minilm * _znorm_rows(sims)
         boosts = self.lexical.route_boosts(query) if self.lexical.router.active else None
         if boosts is not None:
             fused += (w.route * boosts).astype(np.float32)
         out: Vector = fused[0].astype(np.float64)
         if clauses:
             out = w.whole * out + w.clause * fused[1:].max(axis=0)
-        return out, lexical, fused[1:] if clauses else None
+        return out, lexical, fused[1:] if clauses else None, cosine
 
     def scores(self, query: str) -> list[float]:
         return [float(x) for x in self.scores_and_lexical(query)[0]]
@@ -183,10 +194,11 @@ class HybridRanker(CachedRanker):
     def rank(self, query: str, k: int | None = None) -> list[ScoredTool]:
         """Tools best first (ties keep input order); `k` caps the length.
 
-        A tool's `score` is the lexical one (0.0 = no lexical evidence) so the abstain
-        threshold keeps its meaning; the order is the fused one.
+        The order is the fused one; a tool's `score` is its relevance, the mean of the lexical
+        relevance (`LexicalRanker.rank`) and the request's cosine similarity to it, which
+        `min_score` is set against.
         """
-        fused, lexical, clauses = self._signals(query)
+        fused, lexical, clauses, cosine = self._signals(query)
         n = len(fused)
         limit = n if k is None else max(0, min(k, n))
         if limit == 0:
@@ -194,9 +206,12 @@ class HybridRanker(CachedRanker):
         order = _top(fused, limit)
         if clauses is not None and self.fusion.merge:
             order = _merge(order, clauses, self.fusion.merge, limit)
-        return [ScoredTool(self._names[i], float(lexical[i])) for i in order]
-
-    def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
-        """True when nothing looks relevant (by the lexical evidence of the ranked tools)."""
-        limit = self.abstain_threshold if threshold is None else threshold
-        return not scored or max(s.score for s in scored) < limit
+        idx = np.asarray(order, dtype=np.intp)
+        scale = self.lexical.relevance_scale(query) if lexical.any() else 0.0
+        relevance = np.minimum(lexical[idx] / scale, 1.0) if scale > 0 else lexical[idx]
+        if cosine is not None:
+            relevance = 0.5 * relevance + 0.5 * np.clip(cosine[idx], 0.0, 1.0)
+        return [
+            ScoredTool(self._names[i], round(float(r), 4))
+            for i, r in zip(order, relevance.tolist(), strict=True)
+        ]

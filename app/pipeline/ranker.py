@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -29,8 +30,11 @@ from app.retrieval.lexical import Postings, build_postings, query_terms, score
 from app.retrieval.text import STOPWORDS, SYNONYMS, tokenize, words
 from app.tools.base import ToolDef
 
-DEFAULT_ABSTAIN_THRESHOLD = 0.4
-"""Best score below which nothing looks relevant (about 5% false abstains on BFCL live)."""
+LEXICAL_MIN_SCORE = 0.3
+"""Relevance below which the lexical ranker keeps nothing (see `LexicalRanker.rank`)."""
+_UNKNOWN_TERM = 0.5
+"""A request word the catalog never uses counts as half a typical word of the request against
+its relevance: "book a table at an Italian place" is mostly about things no tool does."""
 
 
 # Order matches `tool_fields.FIELD_NAMES`. Tuned on the shared selection datasets and the
@@ -124,30 +128,53 @@ class _NameMatcher:
 
 class CachedRanker:
     """What every ranker shares: built once for a fixed set of tools, queried many times, and
-    kept in a small LRU per ranker class keyed by the tools' (name, description) pairs."""
+    kept in a small LRU per ranker class keyed by the tools' content (`key`).
 
-    abstain_threshold: float
-    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], Any]]
+    `rank` gives each tool a relevance score (0 = no evidence, about 1 = the request's words
+    all found in the tool); `min_score` is the relevance below which nothing is kept."""
+
+    min_score: ClassVar[float] = LEXICAL_MIN_SCORE
+    weak_score: ClassVar[float] = LEXICAL_MIN_SCORE / 2
+    _cache: ClassVar[Lru[tuple[Any, ...], Any]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._cache = Lru(_CACHE_SIZE)
 
-    def __init__(
-        self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
-    ) -> None:
-        self.abstain_threshold = abstain_threshold
+    def __init__(self, tools: Sequence[ToolDef]) -> None:
         self._names = [t.name for t in tools]
 
     def __len__(self) -> int:
         return len(self._names)
 
+    @staticmethod
+    def key(tools: Sequence[ToolDef]) -> tuple[Any, ...]:
+        """What a ranker is built from: each tool's name, description and search hints."""
+        return tuple((t.name, t.description, t.hints) for t in tools)
+
     @classmethod
     def cached(cls, tools: Sequence[ToolDef]) -> Self:
-        """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
-        key = tuple((t.name, t.description) for t in tools)
-        ranker: Self = cls._cache.get_or_build(key, lambda: cls(tools))
+        """Shared ranker for this tool set (a small LRU keyed by `key`)."""
+        ranker: Self = cls._cache.get_or_build(cls.key(tools), lambda: cls(tools))
         return ranker
+
+    @classmethod
+    def is_cached(cls, tools: Sequence[ToolDef]) -> bool:
+        return cls._cache.get(cls.key(tools)) is not None
+
+    def kept(self, scored: Sequence[ScoredTool], k: int) -> list[ScoredTool]:
+        """The first `k` ranked tools at or above `min_score`; when none is, the best one
+        alone if it reaches `weak_score` (a paraphrase the embeddings found, say); else none."""
+        kept = [s for s in scored[:k] if s.score >= self.min_score]
+        if kept or not scored or k <= 0:
+            return kept
+        best = max(scored, key=lambda s: s.score)
+        return [best] if best.score >= self.weak_score else []
+
+    def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
+        """True when nothing looks relevant: no tools, or none scores `min_score`."""
+        limit = self.min_score if threshold is None else threshold
+        return not scored or max(s.score for s in scored) < limit
 
     @classmethod
     def cache_clear(cls) -> None:
@@ -157,14 +184,13 @@ class CachedRanker:
 class LexicalRanker(CachedRanker):
     """Rank a fixed set of tools against free-text requests; build once, query many times."""
 
-    def __init__(
-        self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
-    ) -> None:
-        super().__init__(tools, abstain_threshold=abstain_threshold)
+    def __init__(self, tools: Sequence[ToolDef]) -> None:
+        super().__init__(tools)
         fields = [tool_fields(t) for t in tools]
         self._postings = _build_postings(fields)
         self._matcher = _NameMatcher(self._names)
         self._mined = abbreviations(t.description for t in tools)
+        self._best_weights: dict[str, float] = {}
         self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
 
     def route_boosts(self, query: str) -> npt.NDArray[np.float64] | None:
@@ -172,6 +198,9 @@ class LexicalRanker(CachedRanker):
         return self.router.boosts(self._query_terms(query))
 
     def _query_terms(self, query: str) -> dict[str, float]:
+        return self._query(query)[1]
+
+    def _query(self, query: str) -> tuple[list[str], dict[str, float]]:
         tokens = tokenize(rewrite(query))
         weights = query_terms(
             tokens,
@@ -182,7 +211,32 @@ class LexicalRanker(CachedRanker):
         for term, weight in expansions(tokens, self._mined).items():
             if term in self._postings:
                 weights.setdefault(term, weight)
-        return weights
+        return tokens, weights
+
+    def _best(self, term: str) -> float | None:
+        """The most one tool can score for a term (None: no tool uses it)."""
+        best = self._best_weights.get(term)
+        if best is None:
+            posting = self._postings.get(term)
+            if posting is None:
+                return None
+            best = self._best_weights[term] = float(posting[1].max())
+        return best
+
+    def relevance_scale(self, query: str) -> float:
+        """What a tool scoring every request word best would score: lexical scores divided by
+        it read as relevance (words the catalog never uses count at half a typical word)."""
+        tokens = tokenize(rewrite(query))
+        known: list[float] = []
+        unknown = 0
+        for term, count in Counter(tokens).items():
+            best = self._best(term)
+            if best is None:
+                unknown += count
+            else:
+                known.extend([best] * count)
+        typical = float(np.median(known)) if known else 1.0
+        return sum(known) + _UNKNOWN_TERM * typical * unknown
 
     def scores(self, query: str) -> list[float]:
         """Score per tool, in input order (0.0 = no evidence)."""
@@ -208,8 +262,11 @@ class LexicalRanker(CachedRanker):
         return scores
 
     def rank(self, query: str, k: int | None = None) -> list[ScoredTool]:
-        """Tools best first (ties keep input order); `k` caps the length."""
-        scores = self.scores(query)
+        """Tools best first (ties keep input order), each with its relevance (its lexical
+        score over `relevance_scale`, at most 1); `k` caps the length."""
+        raw = self.score_array(query)
+        scale = self.relevance_scale(query) if raw.any() else 0.0
+        scores = raw.tolist()
         limit = len(scores) if k is None else max(0, min(k, len(scores)))
         hits = [i for i, s in enumerate(scores) if s > 0.0]
         order = heapq.nsmallest(limit, hits, key=lambda i: (-scores[i], i))
@@ -217,16 +274,10 @@ class LexicalRanker(CachedRanker):
             order.extend(
                 itertools.islice((i for i, s in enumerate(scores) if s <= 0.0), limit - len(order))
             )
-        return [ScoredTool(self._names[i], scores[i]) for i in order]
-
-    def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
-        """True when nothing looks relevant: no tools, or the best score is below the threshold."""
-        limit = self.abstain_threshold if threshold is None else threshold
-        return not scored or scored[0].score < limit
+        unit = 1.0 / scale if scale > 0 else 1.0
+        return [ScoredTool(self._names[i], round(min(scores[i] * unit, 1.0), 4)) for i in order]
 
 
-def should_abstain(
-    scored: Sequence[ScoredTool], threshold: float = DEFAULT_ABSTAIN_THRESHOLD
-) -> bool:
-    """Module-level form of `LexicalRanker.should_abstain` for callers holding only results."""
-    return not scored or scored[0].score < threshold
+def should_abstain(scored: Sequence[ScoredTool], threshold: float = LEXICAL_MIN_SCORE) -> bool:
+    """Module-level form of `CachedRanker.should_abstain` for callers holding only results."""
+    return not scored or max(s.score for s in scored) < threshold

@@ -14,12 +14,11 @@ from typing import Any
 from app.connectors.actions import action_step
 from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
-from app.connectors.openapi import TAGS
 from app.databases.backend import DatabaseBackend
 from app.databases.models import DatabaseConnector
 from app.mcp.backend import McpBackend
 from app.mcp.models import McpServer
-from app.pipeline.sources.meta_connector import confirmation_needed
+from app.pipeline.sources.meta_connector import action_hints, confirmation_needed
 from app.pipeline.sources.meta_database import (
     describe_table,
     find_table,
@@ -49,20 +48,13 @@ def _connector_handler(
 
 def connector_tool_def(connector: Connector, action: ConnectorAction) -> ToolDef:
     """An action's legacy tool; its method, path, tags and connector feed the rankers."""
-    tags = action.parameters.get(TAGS) if isinstance(action.parameters, dict) else None
     return ToolDef(
         name=sanitize_tool_name(f"{connector.name}__{action.name}"),
         description=one_line(action.description) or f"{action.method} {action.path}",
         parameters=model_schema(action.parameters),
         kind="connector",
         target=action_step(connector, action),
-        hints=SearchHints(
-            source=connector.name,
-            source_description=connector.description or "",
-            method=action.method,
-            path=action.path,
-            tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
-        ),
+        hints=action_hints(connector, action),
     )
 
 
