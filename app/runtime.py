@@ -34,6 +34,7 @@ from app.mcp.repository import McpServerRepository
 from app.ops.metrics import Metrics
 from app.pipeline.couse import CoUsePriors
 from app.pipeline.sources.backends import Backends
+from app.pipeline.warm import IndexWarmer
 from app.security.egress import new_http_client
 
 
@@ -55,6 +56,8 @@ class Runtime:
     keys: ApiKeyCache
     mcp_servers: RowCache[McpServer]
     """MCP server rows for the admin test call (`POST /mcp-servers/{id}/call`)."""
+    warmer: IndexWarmer | None = None
+    """Builds tool rankers when sources change (None when the store is a test's)."""
 
     @classmethod
     async def start(
@@ -131,6 +134,9 @@ class Runtime:
             mcp_servers=RowCache(McpServer, sessionmaker),
         )
         mcp.on_tools_changed = runtime.store_mcp_tools
+        if background is None and settings.tool_selection_prewarm:
+            runtime.warmer = IndexWarmer(sessionmaker, agents, settings, backends)
+            runtime.warmer.start()
         return runtime
 
     async def store_mcp_tools(self, server_id: uuid.UUID, tools: list[dict[str, Any]]) -> None:
@@ -140,6 +146,8 @@ class Runtime:
             await session.commit()
 
     async def aclose(self) -> None:
+        if self.warmer is not None:
+            await self.warmer.aclose()
         for closer in (
             self.runs.aclose,
             self.mcp.aclose,

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
+from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 from sqlalchemy.orm.interfaces import ORMOption
 
@@ -24,3 +26,10 @@ class AgentRepository(RepositoryBase[Agent]):
             selectinload(Agent.knowledge_bases),
             selectinload(Agent.delegates),
         )
+
+    async def recent_ids(self, limit: int) -> list[uuid.UUID]:
+        """The most recently changed agents' ids, newest first."""
+        rows = await self.session.scalars(
+            select(Agent.id).order_by(Agent.updated_at.desc()).limit(limit)
+        )
+        return list(rows)

@@ -16,17 +16,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+from app.kit.lru import Lru
 from app.pipeline.ranker import (
     CachedRanker,
     LexicalRanker,
     ScoredTool,
 )
-from app.pipeline.static_model import StaticModel
+from app.pipeline.static_model import Ids, StaticModel
 from app.pipeline.tool_fields import tool_text
 from app.retrieval.embedding import Embedder as _Embedder
 from app.retrieval.fusion import znorm_rows as _znorm_rows
@@ -87,6 +89,31 @@ def split_clauses(query: str) -> list[str]:
     return clauses[:_MAX_CLAUSES] if len(clauses) > 1 else []
 
 
+_TEXT_CACHE = 1 << 15
+_WORDLLAMA: Lru[str, Matrix] = Lru(_TEXT_CACHE)
+_STATIC_IDS: Lru[str, Ids] = Lru(_TEXT_CACHE)
+
+
+def _wordllama_rows(texts: Sequence[str]) -> Matrix:
+    """WordLlama vectors of tool texts, each text embedded once per process: a ranker built
+    for a catalog that grew by one connector embeds only the new connector's tools."""
+    missing = list(dict.fromkeys(t for t in texts if _WORDLLAMA.get(t) is None))
+    if missing:
+        for text, row in zip(missing, _Embedder.embed(missing), strict=True):
+            _WORDLLAMA.put(text, row)
+    dim = _Embedder.model().embedding.shape[1]
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        row = _WORDLLAMA.get(text)
+        out[i] = row if row is not None else _Embedder.embed([text])[0]
+    return out
+
+
+def _static_ids(model: StaticModel, texts: Sequence[str]) -> list[Ids]:
+    """Token ids of tool texts for the distilled model, each text encoded once per process."""
+    return [_STATIC_IDS.get_or_build(t, partial(model.ids, t)) for t in texts]
+
+
 def _top(scores: Vector | Matrix, limit: int) -> list[int]:
     """Indexes of the `limit` best scores, best first (ties keep input order)."""
     n = len(scores)
@@ -132,10 +159,10 @@ class HybridRanker(CachedRanker):
         super().__init__(tools)
         self.lexical = LexicalRanker(tools)
         texts = [tool_text(t) for t in tools]
-        self._matrix = _Embedder.embed(texts) if self.fusion.wordllama else None
+        self._matrix = _wordllama_rows(texts) if self.fusion.wordllama else None
         self._static = StaticModel.shared() if self.fusion.minilm else None
         if self._static is not None:
-            ids = [self._static.ids(t) for t in texts]
+            ids = _static_ids(self._static, texts)
             self._idf = self._static.idf_weights(ids)
             self._minilm: Matrix = self._static.embed_ids(ids, self._idf)
 

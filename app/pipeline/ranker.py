@@ -74,7 +74,7 @@ class ScoredTool:
     score: float
 
 
-def _build_postings(fields: Sequence[Sequence[list[str]]]) -> Postings:
+def _build_postings(fields: Sequence[Sequence[Sequence[str]]]) -> Postings:
     """term -> (tool indexes, idf * saturated BM25F pseudo term frequency per tool)."""
     return build_postings(
         fields,

@@ -55,6 +55,11 @@ _PATH_VERBS = frozenset(
 )
 """A path that ends on one of these verbs says what it does; the method adds nothing."""
 
+_SOURCE_CHARS = 160
+"""Of a source's description, what every one of its tools carries."""
+_PARAMETER_TOKENS = 80
+"""Of a tool's parameter descriptions: enough to name what they are about."""
+
 FIELD_NAMES = (
     "name",
     "route",
@@ -127,26 +132,35 @@ def route_text(method: str, path: str) -> str:
     return " ".join([verb, *resources, *params]).strip()
 
 
-def tool_fields(tool: ToolDef) -> tuple[list[str], ...]:
+@lru_cache(maxsize=1 << 16)
+def tokens(text: str) -> tuple[str, ...]:
+    """`tokenize` of a tool text, cached: catalogs repeat the same texts (a GitHub
+    `owner` parameter's description appears on hundreds of operations)."""
+    return tuple(tokenize(plain(text)))
+
+
+def tool_fields(tool: ToolDef) -> tuple[tuple[str, ...], ...]:
     """Token lists in `FIELD_NAMES` order."""
-    description = plain(tool.description).strip()
-    first, *rest = _SENTENCE_END.split(description, maxsplit=1)
+    first, *rest = _SENTENCE_END.split(tool.description.strip(), maxsplit=1)
     params = list(schema_texts(tool.parameters))
     hints = tool.hints
-    route = tags = source = ""
+    route: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    source: tuple[str, ...] = ()
     if hints is not None:
-        route = route_text(hints.method, hints.path) if hints.path else ""
-        tags = " ".join(hints.tags)
-        source = f"{hints.source} {plain(hints.source_description)[:300]}"
+        route = tokens(route_text(hints.method, hints.path)) if hints.path else ()
+        tags = tokens(" ".join(hints.tags))
+        source = tokens(f"{hints.source} {hints.source_description[:_SOURCE_CHARS]}")
+    described = [t for _, d in params for t in tokens(d)][:_PARAMETER_TOKENS]
     return (
-        tokenize(tool.name),
-        tokenize(route),
-        tokenize(first),
-        tokenize(rest[0] if rest else ""),
-        tokenize(" ".join(p for p, _ in params)),
-        tokenize(plain(" ".join(d for _, d in params))),
-        tokenize(tags),
-        tokenize(source),
+        tokens(tool.name),
+        route,
+        tokens(first),
+        tokens(rest[0]) if rest else (),
+        tuple(t for p, _ in params for t in tokens(p)),
+        tuple(described),
+        tags,
+        source,
     )
 
 

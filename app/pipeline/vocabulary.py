@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from app.retrieval.text import stem, tokenize
 
@@ -105,7 +106,25 @@ def rewrite(query: str) -> str:
     return query
 
 
-_PAREN = re.compile(r"((?:[A-Za-z][\w-]*\s+){1,5})\(([A-Za-z]{2,6})s?\)")
+_ABBREVIATION = re.compile(r"\(([A-Za-z]{2,6})s?\)")
+_WORD = re.compile(r"[A-Za-z][\w-]*")
+
+
+@lru_cache(maxsize=1 << 14)
+def _abbreviations_in(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for match in _ABBREVIATION.finditer(text):
+        letters = match.group(1).lower()
+        before = _WORD.findall(text[max(0, match.start() - 80) : match.start()])
+        candidates = before[-len(letters) :]
+        if len(candidates) != len(letters):
+            continue
+        if "".join(w[0].lower() for w in candidates) != letters:
+            continue
+        words = tuple(tokenize(" ".join(candidates)))
+        if words:
+            found.append((letters, words))
+    return tuple(found)
 
 
 def abbreviations(texts: Iterable[str]) -> dict[str, tuple[str, ...]]:
@@ -115,18 +134,9 @@ def abbreviations(texts: Iterable[str]) -> dict[str, tuple[str, ...]]:
     abbreviation ("pull request (PR)", "Short Message Service (SMS)")."""
     found: dict[str, tuple[str, ...]] = {}
     for text in texts:
-        if "(" not in text:
-            continue
-        for before, abbr in _PAREN.findall(text):
-            letters = abbr.lower()
-            candidates = before.split()[-len(letters) :]
-            if len(candidates) != len(letters):
-                continue
-            if "".join(w[0].lower() for w in candidates) != letters:
-                continue
-            words = tuple(tokenize(" ".join(candidates)))
-            if words and letters not in found:
-                found[letters] = words
+        if "(" in text:
+            for letters, words in _abbreviations_in(text):
+                found.setdefault(letters, words)
     return found
 
 

@@ -84,10 +84,20 @@ class RequestToolsToolset(Toolset):
 
     label = NAME
 
-    def __init__(self, active: ActiveSetToolset, query: str = "", rank: Rank | None = None) -> None:
+    def __init__(
+        self,
+        active: ActiveSetToolset,
+        query: str = "",
+        rank: Rank | None = None,
+        *,
+        pool: Sequence[ToolDef] | None = None,
+    ) -> None:
+        """`pool`: the tools to rank (default: the whole catalog); runtime selection passes
+        the ones it ranked, so both use one ranker."""
         self.active = active
         self.query = query
         self._rank = rank
+        self._pool = pool
         self._cache: tuple[int, ToolDef] | None = None
 
     def _best_deferred(self, query: str, k: int) -> list[ToolDef]:
@@ -98,7 +108,7 @@ class RequestToolsToolset(Toolset):
             return deferred[:k]
         by_name = {t.name: t for t in deferred}
         # Rank the whole catalog (one cached index whatever is loaded), then skip loaded ones.
-        catalog = list(self.active.inner.list_tools().values())
+        catalog = list(self._pool or self.active.inner.list_tools().values())
         loaded = len(catalog) - len(deferred)
         ranked = self._rank(query, catalog, k + loaded)
         return [by_name[n] for n in ranked if n in by_name][:k]
