@@ -51,6 +51,9 @@ class Fusion:
     clause: float = 0.35
     route: float = 0.3
     """Per nat of a source's log share of the request (pipeline/routing.py)."""
+    agreement: float = 0.3
+    """Extra lexical weight for a request whose best lexical match stands out (catalogs of
+    API operations only)."""
     merge: float = 3.0
     """How clearly a clause must pick its best tool for it to join the top (`_merge`; 0: never)."""
 
@@ -143,6 +146,7 @@ one (`LexicalRanker.rank`) and the request's cosine similarity to the tool in th
 space; chosen on the development half of the real-catalog set (bench/selection.py --real)."""
 HYBRID_WEAK_SCORE = 0.15
 """A best tool between this and `HYBRID_MIN_SCORE` is kept alone (`CachedRanker.kept`)."""
+_STANDOUT = 4.0
 _APART = 2.0
 """How far below a clause's best tool the whole request's best must score in that clause for
 the clause to count as another part of the request."""
@@ -158,6 +162,8 @@ class HybridRanker(CachedRanker):
     def __init__(self, tools: Sequence[ToolDef]) -> None:
         super().__init__(tools)
         self.lexical = LexicalRanker(tools)
+        routed = sum(1 for t in tools if t.hints is not None and t.hints.path)
+        self._operations = 2 * routed > len(tools)
         texts = [tool_text(t) for t in tools]
         self._matrix = _wordllama_rows(texts) if self.fusion.wordllama else None
         self._static = StaticModel.shared() if self.fusion.minilm else None
@@ -189,7 +195,16 @@ class HybridRanker(CachedRanker):
         texts = [query, *clauses]
         # Names the request spells out already count in the whole request's score.
         columns = [lexical, *(self.lexical.score_array(c, names=False) for c in clauses)]
-        fused: Matrix = w.lexical * _znorm_rows(np.stack(columns).astype(np.float32))
+        lexical_z = _znorm_rows(np.stack(columns).astype(np.float32))
+        # A lexical match that stands far out of the crowd (a z-score above `_STANDOUT`) earns
+        # its row more lexical weight, so the embeddings cannot bury it; only for catalogs of
+        # API operations, whose method and path make lexical evidence precise (on catalogs of
+        # free-text tools such as MetaTool's it costs recall).
+        weight = w.lexical
+        if self._operations:
+            top = lexical_z.max(axis=1, keepdims=True)
+            weight = w.lexical + w.agreement * np.clip((top - _STANDOUT) / 4.0, 0.0, 1.0)
+        fused: Matrix = weight * lexical_z
         if self._matrix is not None:
             # WordLlama encodes each clause on its own (sliced from the request, a clause's first
             # word would get a different, mid-sentence token).
@@ -207,9 +222,12 @@ class HybridRanker(CachedRanker):
             sims = static.embed_ids(ids, self._idf) @ self._minilm.T
             cosine = sims[0].astype(np.float64)
             fused += w.minilm * _znorm_rows(sims)
-        boosts = self.lexical.route_boosts(query) if self.lexical.router.active else None
-        if boosts is not None:
-            fused += (w.route * boosts).astype(np.float32)
+        if self.lexical.router.active:
+            # Each text routes on its own: one part of a request may be about another API.
+            for row, text in enumerate(texts):
+                boosts = self.lexical.route_boosts(text)
+                if boosts is not None:
+                    fused[row] += (w.route * boosts).astype(np.float32)
         out: Vector = fused[0].astype(np.float64)
         if clauses:
             out = w.whole * out + w.clause * fused[1:].max(axis=0)

@@ -162,11 +162,12 @@ class CachedRanker:
     def is_cached(cls, tools: Sequence[ToolDef]) -> bool:
         return cls._cache.get(cls.key(tools)) is not None
 
-    def kept(self, scored: Sequence[ScoredTool], k: int) -> list[ScoredTool]:
-        """The first `k` ranked tools at or above `min_score`; when none is, the best one
-        alone if it reaches `weak_score` (a paraphrase the embeddings found, say); else none."""
+    def kept(self, scored: Sequence[ScoredTool], k: int, *, weak: bool = False) -> list[ScoredTool]:
+        """The first `k` ranked tools at or above `min_score`. With `weak` (runtime selection),
+        when none is, the best one alone if it reaches `weak_score` (a paraphrase only the
+        embeddings found, say); searches say "nothing matches" instead."""
         kept = [s for s in scored[:k] if s.score >= self.min_score]
-        if kept or not scored or k <= 0:
+        if kept or not weak or not scored or k <= 0:
             return kept
         best = max(scored, key=lambda s: s.score)
         return [best] if best.score >= self.weak_score else []

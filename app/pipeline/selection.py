@@ -61,14 +61,20 @@ def ranker_class(strategy: SelectionStrategy) -> type[LexicalRanker] | type[Hybr
 
 
 def rank_scored(
-    query: str, candidates: Sequence[ToolDef], k: int, strategy: SelectionStrategy
+    query: str,
+    candidates: Sequence[ToolDef],
+    k: int,
+    strategy: SelectionStrategy,
+    *,
+    weak: bool = False,
 ) -> list[ScoredTool]:
     """The one local ranking: runtime selection, `request_tools` and every meta-tool's
-    `search` call it. The top k tools at or above the ranker's minimum score, best first."""
+    `search` call it. The top k tools at or above the ranker's minimum score, best first
+    (`weak`: see `CachedRanker.kept`)."""
     if not candidates or not query.strip():
         return []
     ranker = ranker_class(strategy).cached(candidates)
-    return ranker.kept(ranker.rank(query, k), k)
+    return ranker.kept(ranker.rank(query, k), k, weak=weak)
 
 
 def rank_lexical(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]:
@@ -103,13 +109,13 @@ def rank_with_prior(
     Past runs are evidence of their own: a companion the prior brings in is kept even below
     the ranker's minimum score, but only when the request found a relevant top hit."""
     if prior is None:
-        scored = rank_scored(query, candidates, k, strategy)
+        scored = rank_scored(query, candidates, k, strategy, weak=True)
         return [s.name for s in scored], (), {s.name: s.score for s in scored}
     if not candidates or not query.strip():
         return [], (), {}
     ranker = ranker_class(strategy).cached(candidates)
     scored = ranker.rank(query, max(k, DEPTH))
-    relevant = {s.name for s in ranker.kept(scored, len(scored))}
+    relevant = {s.name for s in ranker.kept(scored, len(scored), weak=True)}
     if not relevant:
         return [], (), {}
     ranked = [s.name for s in scored]

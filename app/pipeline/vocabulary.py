@@ -23,7 +23,7 @@ EXPANSION = 0.6
 
 _GROUPS: tuple[tuple[str, str], ...] = (
     # request words -> API words
-    ("text texts texting sms", "message sms"),
+    ("text texts texting sms", "message sms send"),
     ("dm tell notify ping announce inform", "message post send"),
     ("chat", "message conversation"),
     ("note", "message comment"),
@@ -95,10 +95,14 @@ USER_WORDS: dict[str, tuple[str, ...]] = _build()
 
 _CHANNEL = re.compile(r"(?<![\w&])#[A-Za-z][\w-]*")
 _HANDLE = re.compile(r"(?<![\w.])@[A-Za-z][\w.-]*")
+_PHONE = re.compile(r"(?<![\w+])\+\d[\d\s().-]{6,}\d")
 
 
 def rewrite(query: str) -> str:
-    """A request with chat conventions spelled out: `#eng` is a channel, `@maria` a user."""
+    """A request with conventions spelled out: `#eng` is a channel, `@maria` a user,
+    `+1 555 0100` a phone number."""
+    if "+" in query:
+        query = _PHONE.sub(" phone ", query)
     if "#" in query:
         query = _CHANNEL.sub(" channel ", query)
     if "@" in query:
