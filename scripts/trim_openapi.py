@@ -1,6 +1,6 @@
 """Trim an OpenAPI description to a few operations, for small test fixtures.
 
-Run: `python scripts/trim_openapi.py IN.json[.gz] OUT.json.gz 'GET /user' 'POST /repos/{owner}/{repo}/issues' ...`
+Run: `python scripts/trim_openapi.py IN.json[.gz] OUT.json.gz 'GET /user' 'POST /gists' ...`
 Keeps the named operations (and their paths' shared parameters), `info`, `servers`, security
 and the components those operations reach through `$ref` (transitively); drops the rest.
 """

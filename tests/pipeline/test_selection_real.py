@@ -131,7 +131,8 @@ async def test_an_unserved_request_keeps_fewer_than_three_tools(
         max_tools=6,
         strategy=strategy,
     )
-    assert served is not None and len(served.selected) >= 3
+    assert served is not None
+    assert len(served.selected) >= 3
 
 
 async def test_request_tools_and_connector_search_say_nothing_matches(backends: Backends) -> None:
@@ -186,7 +187,8 @@ async def test_selection_request_tools_and_search_rank_alike(
 ) -> None:
     settings = make_settings()
     legacy = await assemble_toolset(_agent(), settings, backends, query)
-    assert legacy.selection is not None and legacy.active_set is not None
+    assert legacy.selection is not None
+    assert legacy.active_set is not None
     ranking = [s.name for s in rank_scored(query, _tools(), 13, SelectionStrategy.HYBRID)]
     # selection keeps the ranking's head ...
     assert list(legacy.selection.selected) == ranking[:3]
