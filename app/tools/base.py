@@ -13,18 +13,19 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.events import RunEvent
 
 JsonSchema = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class SearchHints:
+class SearchHints(NamedTuple):
     """What a tool's ranker may index besides its name, description and parameters; never
     sent to the model. A connector action gives its method, path and OpenAPI tags; a tool
-    from a source (connector, MCP server) gives the source's name and description."""
+    from a source (connector, MCP server) gives the source's name and description.
+
+    A named tuple: rankers are cached by their tools' content, and tuples hash in C."""
 
     source: str = ""
     source_description: str = ""
