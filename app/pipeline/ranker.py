@@ -133,8 +133,8 @@ class CachedRanker:
     `rank` gives each tool a relevance score (0 = no evidence, about 1 = the request's words
     all found in the tool); `min_score` is the relevance below which nothing is kept."""
 
-    min_score: ClassVar[float] = LEXICAL_MIN_SCORE
-    weak_score: ClassVar[float] = LEXICAL_MIN_SCORE / 2
+    min_score: float = LEXICAL_MIN_SCORE
+    weak_score: float = LEXICAL_MIN_SCORE / 2
     _cache: ClassVar[Lru[tuple[Any, ...], Any]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
