@@ -26,9 +26,9 @@ import os
 import tarfile
 import time
 import uuid
-from datetime import UTC, datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
