@@ -97,6 +97,8 @@ class Settings(BaseSettings):
     llm_context_tokens: int = Field(128_000, ge=1024)
     llm_output_reserve_tokens: int = Field(4_096, ge=0)
     tool_selection_strategy: SelectionStrategy = SelectionStrategy.HYBRID
+    tool_selection_prewarm: bool = True
+    """Build recently changed agents' tool rankers in the background (pipeline/warm.py)."""
 
     # --- safety ---
     mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)

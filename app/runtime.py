@@ -39,6 +39,7 @@ from app.mcp.repository import McpServerRepository
 from app.ops.metrics import Metrics
 from app.pipeline.couse import CoUsePriors
 from app.pipeline.sources.backends import Backends
+from app.pipeline.warm import IndexWarmer
 from app.security.egress import new_http_client
 from app.security.throttle import FailedAuthThrottle
 from app.skills.backend import SkillFiles
@@ -72,6 +73,8 @@ class Runtime:
     retention: RetentionSweeper
     notifier: ApprovalNotifier | None = None
     """Sends new approvals to `QUIVER_APPROVAL_WEBHOOK_URL` (None: not configured)."""
+    warmer: IndexWarmer | None = None
+    """Builds tool rankers when sources change (None when the store is a test's)."""
 
     @classmethod
     async def start(
@@ -171,6 +174,9 @@ class Runtime:
         )
         runtime.retention.start()
         mcp.on_tools_changed = runtime.store_mcp_tools
+        if background is None and settings.tool_selection_prewarm:
+            runtime.warmer = IndexWarmer(sessionmaker, agents, settings, backends)
+            runtime.warmer.start()
         return runtime
 
     async def store_mcp_tools(self, server_id: uuid.UUID, tools: list[dict[str, Any]]) -> None:
@@ -184,6 +190,8 @@ class Runtime:
             self.warming.cancel()
             with contextlib.suppress(BaseException):
                 await self.warming
+        if self.warmer is not None:
+            await self.warmer.aclose()
         for closer in (
             self.ingest.aclose,
             self.retention.aclose,

@@ -449,7 +449,10 @@ async def couse_history(
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.selection")
-    parser.add_argument("--split", choices=SPLITS, default="test")
+    parser.add_argument("--split", choices=(*SPLITS, "dev", "heldout"), default=None)
+    parser.add_argument(
+        "--real", action="store_true", help="GitHub, Stripe, Twilio and Slack in one agent"
+    )
     parser.add_argument("--strategies", default="lexical,hybrid")
     parser.add_argument("--scale", action="store_true", help="latency at 1,000 and 10,000 tools")
     parser.add_argument(
@@ -465,6 +468,12 @@ def _args() -> argparse.Namespace:
 
 def main() -> None:
     args = _args()
+    if args.real:
+        from bench.selection_real import main as real_main
+
+        real_main(args.split or "dev")
+        return
+    args.split = args.split or "test"
     strategies = [s for s in args.strategies.split(",") if s]
     if args.couse_history:
         import asyncio

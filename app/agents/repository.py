@@ -39,3 +39,10 @@ class AgentRepository(RepositoryBase[Agent]):
 
     async def id_named(self, name: str) -> uuid.UUID | None:
         return await self.session.scalar(select(Agent.id).where(Agent.name == name))
+
+    async def recent_ids(self, limit: int) -> list[uuid.UUID]:
+        """The most recently changed agents' ids, newest first."""
+        rows = await self.session.scalars(
+            select(Agent.id).order_by(Agent.updated_at.desc()).limit(limit)
+        )
+        return list(rows)

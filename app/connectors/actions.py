@@ -91,6 +91,7 @@ def action_parameters_schema(action: ConnectorAction) -> dict[str, Any]:
     """The JSON Schema the model receives for `action` (`x-location` removed)."""
     schema = copy.deepcopy(action.parameters or {})
     schema.pop(BODY_ENCODING, None)
+    schema.pop("x-tags", None)
     schema.setdefault("type", "object")
     props = schema.setdefault("properties", {})
     if isinstance(props, dict):

@@ -51,6 +51,9 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 FORM_ENCODINGS = {"application/x-www-form-urlencoded": "form", "multipart/form-data": "multipart"}
 BODY_ENCODING = "x-body-encoding"
 """Top-level key of an action's parameters schema: how body parameters are encoded."""
+TAGS = "x-tags"
+"""Top-level key of an action's parameters schema: the operation's OpenAPI tags (the tool
+rankers index them; the model never sees `x-` keys)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -282,6 +285,9 @@ def _action(
         schema["required"] = required
     if encoding is not None:
         schema[BODY_ENCODING] = encoding
+    tags = [str(t) for t in op.get("tags") or [] if isinstance(t, str | int)]
+    if tags and isinstance(op.get("tags"), list):
+        schema[TAGS] = tags
     return ActionDraft(
         name=name,
         description=_describe(op),

@@ -46,10 +46,22 @@ def version() -> int:
     return _version
 
 
+_listeners: list[Callable[[], None]] = []
+
+
+def on_bump(listener: Callable[[], None]) -> Callable[[], None]:
+    """Call `listener` (cheap, non-blocking) whenever cached configuration goes stale; returns
+    a function that removes it. The tool rankers' warmer (pipeline/warm.py) listens."""
+    _listeners.append(listener)
+    return lambda: _listeners.remove(listener) if listener in _listeners else None
+
+
 def bump() -> None:
     """Everything cached so far is stale."""
     global _version
     _version = next(_counter)
+    for listener in list(_listeners):
+        listener()
 
 
 def set_deaf(owner: object, deaf: bool) -> None:

@@ -25,7 +25,7 @@ from app.pipeline.sources.knowledge import NAME as KNOWLEDGE_NAME
 from app.pipeline.sources.knowledge import knowledge_toolset
 from app.pipeline.toolset import AssembledToolset
 from app.reasoning.profile import apply_profile
-from app.tools.base import Toolset
+from app.tools.base import ToolDef, Toolset
 from app.tools.combined import CombinedToolset
 from app.tools.meta.request_tools import RequestToolsToolset
 from app.tools.names import NameAllocator
@@ -110,7 +110,11 @@ async def step_selection(
     if result is None:
         return toolset, None, None
     active = ActiveSetToolset(toolset, result.active)
-    request_tools = RequestToolsToolset(active, query, rank=local_rank(config.selection_strategy))
+    # Ranks what selection ranked (the same cached ranker), minus what is loaded.
+    pool = selection_candidates(toolset, pinned)
+    request_tools = RequestToolsToolset(
+        active, query, rank=local_rank(config.selection_strategy), pool=pool
+    )
     visible = CombinedToolset([active, request_tools], label="selected")
     return visible, result, active
 
@@ -187,4 +191,10 @@ async def assemble_toolset(
         visible=visible,
         selection=selection,
         active_set=active,
+        pinned=pinned,
     )
+
+
+def selection_candidates(toolset: Toolset, pinned: frozenset[str]) -> list[ToolDef]:
+    """What runtime selection ranks: every tool but the pinned meta-tools, in catalog order."""
+    return [t for t in toolset.list_tools().values() if t.name not in pinned]

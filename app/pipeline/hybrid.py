@@ -16,19 +16,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+from app.kit.lru import Lru
 from app.pipeline.ranker import (
-    DEFAULT_ABSTAIN_THRESHOLD,
     CachedRanker,
     LexicalRanker,
     ScoredTool,
-    schema_parameter_names,
 )
-from app.pipeline.static_model import StaticModel
+from app.pipeline.static_model import Ids, StaticModel
+from app.pipeline.tool_fields import tool_text
 from app.retrieval.embedding import Embedder as _Embedder
 from app.retrieval.fusion import znorm_rows as _znorm_rows
 from app.retrieval.text import words
@@ -48,6 +49,14 @@ class Fusion:
     """The static model distilled from MiniLM (app/pipeline/static_model.py)."""
     whole: float = 0.65
     clause: float = 0.35
+    route: float = 0.3
+    """Per nat of a source's log share of the request (pipeline/routing.py)."""
+    agreement: float = 0.3
+    """Extra lexical weight for a request whose best lexical match stands out (catalogs of
+    API operations only)."""
+    merge: float = 3.0
+    """How clearly a clause must pick its best tool for it to join the top (`_merge`; 0: never;
+    catalogs of API operations only: on BFCL's long single-intent requests it costs recall)."""
 
 
 FUSION = Fusion(lexical=0.15, wordllama=0.3, minilm=0.5, whole=0.8, clause=0.2)
@@ -62,7 +71,6 @@ _CLAUSE_SPLIT = re.compile(
     re.IGNORECASE,
 )
 _LEADING_JOINER = re.compile(r"^(?:and then|and|then|also|plus)\s+", re.IGNORECASE)
-_DESCRIPTION_CHARS = 400
 
 
 def clause_spans(query: str, clauses: Sequence[str]) -> list[tuple[int, int]] | None:
@@ -85,33 +93,100 @@ def split_clauses(query: str) -> list[str]:
     return clauses[:_MAX_CLAUSES] if len(clauses) > 1 else []
 
 
-def tool_text(tool: ToolDef) -> str:
-    """What is embedded for a tool: its name as words, description, parameter names."""
-    params = " ".join(schema_parameter_names(tool.parameters))
-    name = " ".join(words(tool.name))
-    return f"{name}. {tool.description[:_DESCRIPTION_CHARS]} {params}".strip()
+_TEXT_CACHE = 1 << 15
+_WORDLLAMA: Lru[str, Matrix] = Lru(_TEXT_CACHE)
+_STATIC_IDS: Lru[str, Ids] = Lru(_TEXT_CACHE)
+
+
+def _wordllama_rows(texts: Sequence[str]) -> Matrix:
+    """WordLlama vectors of tool texts, each text embedded once per process: a ranker built
+    for a catalog that grew by one connector embeds only the new connector's tools."""
+    missing = list(dict.fromkeys(t for t in texts if _WORDLLAMA.get(t) is None))
+    if missing:
+        for text, row in zip(missing, _Embedder.embed(missing), strict=True):
+            _WORDLLAMA.put(text, row)
+    dim = _Embedder.model().embedding.shape[1]
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        row = _WORDLLAMA.get(text)
+        out[i] = row if row is not None else _Embedder.embed([text])[0]
+    return out
+
+
+def _static_ids(model: StaticModel, texts: Sequence[str]) -> list[Ids]:
+    """Token ids of tool texts for the distilled model, each text encoded once per process."""
+    return [_STATIC_IDS.get_or_build(t, partial(model.ids, t)) for t in texts]
+
+
+def _top(scores: Vector | Matrix, limit: int) -> list[int]:
+    """Indexes of the `limit` best scores, best first (ties keep input order)."""
+    n = len(scores)
+    if limit < n:
+        part = np.argpartition(-scores, limit - 1)[:limit]
+        return [int(i) for i in part[np.lexsort((part, -scores[part]))]]
+    return [int(i) for i in np.lexsort((np.arange(n), -scores))]
+
+
+def _merge(order: list[int], clauses: Matrix, confident: float, limit: int) -> list[int]:
+    """Split and merge: after the whole request's best tool, each clause's best one when that
+    clause picks it out clearly (its fused score at least `confident` above the clause's
+    mean), so every part of a request of several has a tool near the top."""
+    out: dict[int, None] = dict.fromkeys(order[:1])
+    for row in clauses:
+        best = int(np.argmax(row))
+        top = float(row[best])
+        if top >= confident and (not order or float(row[order[0]]) <= top - _APART):
+            out.setdefault(best)
+    out.update(dict.fromkeys(order[1:]))
+    return list(out)[:limit]
+
+
+HYBRID_MIN_SCORE = 0.34
+"""Relevance below which the hybrid ranker keeps nothing, for catalogs of API operations:
+relevance is the mean of the lexical one (`LexicalRanker.rank`) and the request's cosine
+similarity to the tool in the embedding space; chosen on the development half of the
+real-catalog set (bench/selection.py --real)."""
+FREE_TEXT_MIN_SCORE = 0.25
+"""The same for catalogs of free-text tools (no method and path): their short descriptions
+score lower, and a higher floor drops right tools (MetaTool: 17% of the right tools in the top
+six score under 0.34, 1.4% under 0.25, on the tune half)."""
+HYBRID_WEAK_SCORE = 0.15
+"""A best tool between this and `HYBRID_MIN_SCORE` is kept alone (`CachedRanker.kept`)."""
+_STANDOUT = 4.0
+_APART = 2.0
+"""How far below a clause's best tool the whole request's best must score in that clause for
+the clause to count as another part of the request."""
 
 
 class HybridRanker(CachedRanker):
     """Rank a fixed set of tools against free-text requests: lexical and embedding scores fused."""
 
     fusion: ClassVar[Fusion] = FUSION
+    min_score: float = HYBRID_MIN_SCORE
+    weak_score: float = HYBRID_WEAK_SCORE
 
-    def __init__(
-        self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
-    ) -> None:
-        super().__init__(tools, abstain_threshold=abstain_threshold)
-        self.lexical = LexicalRanker(tools, abstain_threshold=abstain_threshold)
+    def __init__(self, tools: Sequence[ToolDef]) -> None:
+        super().__init__(tools)
+        self.lexical = LexicalRanker(tools)
+        routed = sum(1 for t in tools if t.hints is not None and t.hints.path)
+        self._operations = 2 * routed > len(tools)
+        self.min_score = HYBRID_MIN_SCORE if self._operations else FREE_TEXT_MIN_SCORE
         texts = [tool_text(t) for t in tools]
-        self._matrix = _Embedder.embed(texts) if self.fusion.wordllama else None
+        self._matrix = _wordllama_rows(texts) if self.fusion.wordllama else None
         self._static = StaticModel.shared() if self.fusion.minilm else None
         if self._static is not None:
-            ids = [self._static.ids(t) for t in texts]
+            ids = _static_ids(self._static, texts)
             self._idf = self._static.idf_weights(ids)
             self._minilm: Matrix = self._static.embed_ids(ids, self._idf)
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
-        """(fused score per tool, lexical score per tool), in input order.
+        """(fused score per tool, lexical score per tool), in input order."""
+        fused, lexical, _, _ = self._signals(query)
+        return fused, lexical
+
+    def _signals(self, query: str) -> tuple[Vector, Vector, Matrix | None, Vector | None]:
+        """(fused score per tool, lexical score per tool, fused score per clause and tool,
+        the request's cosine similarity per tool).
 
         Row 0 of each signal is the whole request, the others its clauses (one row per text,
         so every reduction runs along contiguous memory); each row is z-normalised, then the
@@ -120,17 +195,29 @@ class HybridRanker(CachedRanker):
         """
         lexical = self.lexical.score_array(query)
         if not self._names or not query.strip():
-            return lexical, lexical
+            return lexical, lexical, None, None
         w = self.fusion
+        cosine: Vector | None = None
         clauses = split_clauses(query)
         texts = [query, *clauses]
         # Names the request spells out already count in the whole request's score.
         columns = [lexical, *(self.lexical.score_array(c, names=False) for c in clauses)]
-        fused: Matrix = w.lexical * _znorm_rows(np.stack(columns).astype(np.float32))
+        lexical_z = _znorm_rows(np.stack(columns).astype(np.float32))
+        # A lexical match that stands far out of the crowd (a z-score above `_STANDOUT`) earns
+        # its row more lexical weight, so the embeddings cannot bury it; only for catalogs of
+        # API operations, whose method and path make lexical evidence precise (on catalogs of
+        # free-text tools such as MetaTool's it costs recall).
+        weight = w.lexical
+        if self._operations:
+            top = lexical_z.max(axis=1, keepdims=True)
+            weight = w.lexical + w.agreement * np.clip((top - _STANDOUT) / 4.0, 0.0, 1.0)
+        fused: Matrix = weight * lexical_z
         if self._matrix is not None:
             # WordLlama encodes each clause on its own (sliced from the request, a clause's first
             # word would get a different, mid-sentence token).
-            fused += w.wordllama * _znorm_rows(_Embedder.embed_few(texts) @ self._matrix.T)
+            sims = _Embedder.embed_few(texts) @ self._matrix.T
+            cosine = sims[0].astype(np.float64)
+            fused += w.wordllama * _znorm_rows(sims)
         if self._static is not None:
             # WordPiece splits at spaces and punctuation, so a clause's tokens are exactly the
             # request's tokens inside its span: one encode serves the request and its clauses.
@@ -139,11 +226,19 @@ class HybridRanker(CachedRanker):
             ids = (
                 [static.ids(t) for t in texts] if spans is None else static.ids_spans(query, spans)
             )
-            fused += w.minilm * _znorm_rows(static.embed_ids(ids, self._idf) @ self._minilm.T)
+            sims = static.embed_ids(ids, self._idf) @ self._minilm.T
+            cosine = sims[0].astype(np.float64)
+            fused += w.minilm * _znorm_rows(sims)
+        if self.lexical.router.active:
+            # Each text routes on its own: one part of a request may be about another API.
+            for row, text in enumerate(texts):
+                boosts = self.lexical.route_boosts(text)
+                if boosts is not None:
+                    fused[row] += (w.route * boosts).astype(np.float32)
         out: Vector = fused[0].astype(np.float64)
         if clauses:
             out = w.whole * out + w.clause * fused[1:].max(axis=0)
-        return out, lexical
+        return out, lexical, fused[1:] if clauses else None, cosine
 
     def scores(self, query: str) -> list[float]:
         return [float(x) for x in self.scores_and_lexical(query)[0]]
@@ -151,22 +246,24 @@ class HybridRanker(CachedRanker):
     def rank(self, query: str, k: int | None = None) -> list[ScoredTool]:
         """Tools best first (ties keep input order); `k` caps the length.
 
-        A tool's `score` is the lexical one (0.0 = no lexical evidence) so the abstain
-        threshold keeps its meaning; the order is the fused one.
+        The order is the fused one; a tool's `score` is its relevance, the mean of the lexical
+        relevance (`LexicalRanker.rank`) and the request's cosine similarity to it, which
+        `min_score` is set against.
         """
-        fused, lexical = self.scores_and_lexical(query)
+        fused, lexical, clauses, cosine = self._signals(query)
         n = len(fused)
         limit = n if k is None else max(0, min(k, n))
         if limit == 0:
             return []
-        if limit < n:
-            part = np.argpartition(-fused, limit - 1)[:limit]
-            order = part[np.lexsort((part, -fused[part]))]
-        else:
-            order = np.lexsort((np.arange(n), -fused))
-        return [ScoredTool(self._names[i], float(lexical[i])) for i in order.tolist()]
-
-    def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
-        """True when nothing looks relevant (by the lexical evidence of the ranked tools)."""
-        limit = self.abstain_threshold if threshold is None else threshold
-        return not scored or max(s.score for s in scored) < limit
+        order = _top(fused, limit)
+        if clauses is not None and self.fusion.merge and self._operations:
+            order = _merge(order, clauses, self.fusion.merge, limit)
+        idx = np.asarray(order, dtype=np.intp)
+        scale = self.lexical.relevance_scale(query) if lexical.any() else 0.0
+        relevance = np.minimum(lexical[idx] / scale, 1.0) if scale > 0 else lexical[idx]
+        if cosine is not None:
+            relevance = 0.5 * relevance + 0.5 * np.clip(cosine[idx], 0.0, 1.0)
+        return [
+            ScoredTool(self._names[i], round(float(r), 4))
+            for i, r in zip(order, relevance.tolist(), strict=True)
+        ]

@@ -14,9 +14,10 @@ from app.config import Settings
 from app.kit.tokens import count_json_tokens, count_tokens
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.mode import ResolvedModes
-from app.pipeline.selection import LlmSelector, SelectionResult
+from app.pipeline.selection import LlmSelector, local_rank
 from app.pipeline.sources.backends import Backends
 from app.pipeline.toolset import AssembledToolset
+from app.tools.meta.request_tools import RequestToolsToolset
 
 
 class _Model(BaseModel):
@@ -36,7 +37,13 @@ class SelectionPreview(_Model):
     max: int
     pinned: list[str]
     selected: list[str]
+    scores: list[float | None]
+    """Relevance of each `selected` tool (None where the llm chose it or the co-use prior
+    promoted it); the ranker keeps nothing below its minimum score."""
     deferred: list[str]
+    """What `request_tools` lists: at most 20 deferred tools, those relevant to the query
+    first (the full list would be thousands of names)."""
+    deferred_total: int
     elapsed_ms: float
     fallback: str | None = None
 
@@ -64,9 +71,13 @@ def count_prompt_tokens(system_prompt: str, tools: list[dict[str, Any]]) -> Toke
     return TokenCounts(system_prompt=prompt, tools=schemas, total=prompt + schemas)
 
 
-def selection_preview(result: SelectionResult | None) -> SelectionPreview | None:
-    if result is None:
+def selection_preview(toolset: AssembledToolset, query: str) -> SelectionPreview | None:
+    result, active = toolset.selection, toolset.active_set
+    if result is None or active is None:
         return None
+    listing = RequestToolsToolset(
+        active, query, rank=local_rank(toolset.config.selection_strategy)
+    ).listing()
     return SelectionPreview(
         strategy=result.strategy.value,
         total=result.total,
@@ -74,7 +85,9 @@ def selection_preview(result: SelectionResult | None) -> SelectionPreview | None
         max=result.max_tools,
         pinned=list(result.pinned),
         selected=list(result.selected),
-        deferred=list(result.deferred),
+        scores=list(result.scores) or [None] * len(result.selected),
+        deferred=[t.name for t in listing],
+        deferred_total=len(result.deferred),
         elapsed_ms=round(result.elapsed_ms, 3),
         fallback=result.fallback,
     )
@@ -106,7 +119,7 @@ async def preview_toolset(
         modes=current.modes.as_dict(),
         system_prompt=current.system_prompt,
         tools=current.openai_tools(),
-        selection=selection_preview(current.selection),
+        selection=selection_preview(current, query),
         tokens=tokens,
         legacy_modes=baseline_modes.as_dict(),
         legacy_tokens=legacy_tokens,

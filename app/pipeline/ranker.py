@@ -12,7 +12,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -21,38 +22,49 @@ import numpy.typing as npt
 from rapidfuzz import fuzz, process
 
 from app.kit.lru import Lru
+from app.pipeline.routing import SourceRouter
+from app.pipeline.tool_fields import tool_fields
+from app.pipeline.vocabulary import abbreviations, expansions, rewrite
 from app.retrieval.lexical import FieldWeight as _Field
 from app.retrieval.lexical import Postings, build_postings, query_terms, score
 from app.retrieval.text import STOPWORDS, SYNONYMS, tokenize, words
 from app.tools.base import ToolDef
 
-DEFAULT_ABSTAIN_THRESHOLD = 0.4
-"""Best score below which nothing looks relevant (about 5% false abstains on BFCL live)."""
+LEXICAL_MIN_SCORE = 0.3
+"""Relevance below which the lexical ranker keeps nothing (see `LexicalRanker.rank`)."""
+_UNKNOWN_TERM = 0.5
+"""A request word the catalog never uses counts as half a typical word of the request against
+its relevance: "book a table at an Italian place" is mostly about things no tool does."""
 
 
-# Order matches `_tool_fields`. Tuned on the shared selection datasets (bench/selection.py).
+# Order matches `tool_fields.FIELD_NAMES`. Tuned on the shared selection datasets and the
+# development half of the real-catalog set (bench/selection.py).
 _FIELDS: tuple[_Field, ...] = (
     _Field(weight=3.0, b=0.3),  # name
+    _Field(weight=2.0, b=0.3),  # method and path as words
     _Field(weight=0.8, b=0.4),  # first sentence of the description
     _Field(weight=1.0, b=0.75),  # rest of the description
     _Field(weight=1.2, b=0.5),  # parameter names
     _Field(weight=0.8, b=0.5),  # parameter descriptions and enum values
+    _Field(weight=1.0, b=0.3),  # OpenAPI tags
+    _Field(weight=0.5, b=0.3),  # the source's name and description
 )
-_BIGRAM_FIELDS = 3
-"""Bigrams are indexed for the name and description fields only."""
+_BIGRAM_FIELDS = 4
+"""Bigrams are indexed for the name, route and description fields only."""
 _BIGRAM_WEIGHT = 0.5
 _EXPANSION_WEIGHT = 0.5
+ROUTE_LEXICAL = 0.3
+"""How much a source's share of the request scales its tools' lexical scores
+(`exp(0.3 x log share)`: a source with a tenth of the best one's share keeps half)."""
 _NAME_MATCH = 90.0
 """rapidfuzz similarity (0-100) from which a tool name counts as mentioned in the request."""
 _IDENT_MATCH = 85.0
 """Similarity for identifier-looking request tokens (`create_isue`) against tool names."""
 _SINGLE_WORD_NAME = 0.15
 """Bonus strength for one-word names: "search" in a request is rarely a reference to a tool."""
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _IDENTIFIER = re.compile(r"\w+(?:[._\-/]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*")
 _MAX_IDENTIFIERS = 16
 """Fuzzy lookups per request; bounds the cost of pasted code or logs."""
-_MAX_SCHEMA_DEPTH = 3
 _CACHE_SIZE = 8
 
 
@@ -62,46 +74,10 @@ class ScoredTool:
     score: float
 
 
-def _schema_texts(schema: Mapping[str, Any], depth: int = 0) -> Iterator[tuple[str, str]]:
-    """(parameter name, description + enum values) for a JSON schema, nested properties too."""
-    props = schema.get("properties")
-    if not isinstance(props, Mapping) or depth >= _MAX_SCHEMA_DEPTH:
-        return
-    for pname, spec in props.items():
-        if not isinstance(spec, Mapping):
-            yield str(pname), ""
-            continue
-        desc = spec.get("description")
-        enum = spec.get("enum")
-        extra = " ".join(str(v) for v in enum) if isinstance(enum, list) else ""
-        yield str(pname), f"{desc if isinstance(desc, str) else ''} {extra}"
-        yield from _schema_texts(spec, depth + 1)
-        items = spec.get("items")
-        if isinstance(items, Mapping):
-            yield from _schema_texts(items, depth + 1)
-
-
-def schema_parameter_names(schema: Mapping[str, Any]) -> list[str]:
-    """Every parameter name of a JSON schema, nested ones too."""
-    return [name for name, _ in _schema_texts(schema)]
-
-
-def _tool_fields(tool: ToolDef) -> tuple[list[str], ...]:
-    first, *rest = _SENTENCE_END.split(tool.description.strip(), maxsplit=1)
-    params = list(_schema_texts(tool.parameters))
-    return (
-        tokenize(tool.name),
-        tokenize(first),
-        tokenize(rest[0] if rest else ""),
-        tokenize(" ".join(p for p, _ in params)),
-        tokenize(" ".join(d for _, d in params)),
-    )
-
-
-def _build_postings(tools: Sequence[ToolDef]) -> Postings:
+def _build_postings(fields: Sequence[Sequence[Sequence[str]]]) -> Postings:
     """term -> (tool indexes, idf * saturated BM25F pseudo term frequency per tool)."""
     return build_postings(
-        [_tool_fields(t) for t in tools],
+        fields,
         _FIELDS,
         bigram_fields=_BIGRAM_FIELDS,
         bigram_weight=_BIGRAM_WEIGHT,
@@ -152,30 +128,54 @@ class _NameMatcher:
 
 class CachedRanker:
     """What every ranker shares: built once for a fixed set of tools, queried many times, and
-    kept in a small LRU per ranker class keyed by the tools' (name, description) pairs."""
+    kept in a small LRU per ranker class keyed by the tools' content (`key`).
 
-    abstain_threshold: float
-    _cache: ClassVar[Lru[tuple[tuple[str, str], ...], Any]]
+    `rank` gives each tool a relevance score (0 = no evidence, about 1 = the request's words
+    all found in the tool); `min_score` is the relevance below which nothing is kept."""
+
+    min_score: float = LEXICAL_MIN_SCORE
+    weak_score: float = LEXICAL_MIN_SCORE / 2
+    _cache: ClassVar[Lru[tuple[Any, ...], Any]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._cache = Lru(_CACHE_SIZE)
 
-    def __init__(
-        self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
-    ) -> None:
-        self.abstain_threshold = abstain_threshold
+    def __init__(self, tools: Sequence[ToolDef]) -> None:
         self._names = [t.name for t in tools]
 
     def __len__(self) -> int:
         return len(self._names)
 
+    @staticmethod
+    def key(tools: Sequence[ToolDef]) -> tuple[Any, ...]:
+        """What a ranker is built from: each tool's name, description and search hints."""
+        return tuple((t.name, t.description, t.hints) for t in tools)
+
     @classmethod
     def cached(cls, tools: Sequence[ToolDef]) -> Self:
-        """Shared ranker for this tool set: small LRU keyed by the (name, description) pairs."""
-        key = tuple((t.name, t.description) for t in tools)
-        ranker: Self = cls._cache.get_or_build(key, lambda: cls(tools))
+        """Shared ranker for this tool set (a small LRU keyed by `key`)."""
+        ranker: Self = cls._cache.get_or_build(cls.key(tools), lambda: cls(tools))
         return ranker
+
+    @classmethod
+    def is_cached(cls, tools: Sequence[ToolDef]) -> bool:
+        return cls._cache.get(cls.key(tools)) is not None
+
+    def kept(self, scored: Sequence[ScoredTool], k: int, *, weak: bool = False) -> list[ScoredTool]:
+        """The first `k` ranked tools at or above `min_score`. With `weak` (runtime selection),
+        when none is, the best one alone if it reaches `weak_score` (a paraphrase only the
+        embeddings found, say); searches say "nothing matches" instead."""
+        kept = [s for s in scored[:k] if s.score >= self.min_score]
+        if kept or not weak or not scored or k <= 0:
+            return kept
+        best = max(scored, key=lambda s: s.score)
+        return [best] if best.score >= self.weak_score else []
+
+    def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
+        """True when nothing looks relevant: no tools, or none scores `min_score`."""
+        limit = self.min_score if threshold is None else threshold
+        return not scored or max(s.score for s in scored) < limit
 
     @classmethod
     def cache_clear(cls) -> None:
@@ -185,20 +185,59 @@ class CachedRanker:
 class LexicalRanker(CachedRanker):
     """Rank a fixed set of tools against free-text requests; build once, query many times."""
 
-    def __init__(
-        self, tools: Sequence[ToolDef], *, abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
-    ) -> None:
-        super().__init__(tools, abstain_threshold=abstain_threshold)
-        self._postings = _build_postings(tools)
+    def __init__(self, tools: Sequence[ToolDef]) -> None:
+        super().__init__(tools)
+        fields = [tool_fields(t) for t in tools]
+        self._postings = _build_postings(fields)
         self._matcher = _NameMatcher(self._names)
+        self._mined = abbreviations(t.description for t in tools)
+        self._best_weights: dict[str, float] = {}
+        self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
+
+    def route_boosts(self, query: str) -> npt.NDArray[np.float64] | None:
+        """Per tool, the log share of its source for this request (None: nothing to route)."""
+        return self.router.boosts(self._query_terms(query))
 
     def _query_terms(self, query: str) -> dict[str, float]:
-        return query_terms(
-            tokenize(query),
+        return self._query(query)[1]
+
+    def _query(self, query: str) -> tuple[list[str], dict[str, float]]:
+        tokens = tokenize(rewrite(query))
+        weights = query_terms(
+            tokens,
             self._postings,
             synonyms=SYNONYMS,
             expansion_weight=_EXPANSION_WEIGHT,
         )
+        for term, weight in expansions(tokens, self._mined).items():
+            if term in self._postings:
+                weights.setdefault(term, weight)
+        return tokens, weights
+
+    def _best(self, term: str) -> float | None:
+        """The most one tool can score for a term (None: no tool uses it)."""
+        best = self._best_weights.get(term)
+        if best is None:
+            posting = self._postings.get(term)
+            if posting is None:
+                return None
+            best = self._best_weights[term] = float(posting[1].max())
+        return best
+
+    def relevance_scale(self, query: str) -> float:
+        """What a tool scoring every request word best would score: lexical scores divided by
+        it read as relevance (words the catalog never uses count at half a typical word)."""
+        tokens = tokenize(rewrite(query))
+        known: list[float] = []
+        unknown = 0
+        for term, count in Counter(tokens).items():
+            best = self._best(term)
+            if best is None:
+                unknown += count
+            else:
+                known.extend([best] * count)
+        typical = float(np.median(known)) if known else 1.0
+        return sum(known) + _UNKNOWN_TERM * typical * unknown
 
     def scores(self, query: str) -> list[float]:
         """Score per tool, in input order (0.0 = no evidence)."""
@@ -209,7 +248,11 @@ class LexicalRanker(CachedRanker):
 
         `names=False` leaves out the bonus for tools the request names (the fuzzy part).
         """
-        scores = score(self._postings, self._query_terms(query), len(self._names))
+        weights = self._query_terms(query)
+        scores = score(self._postings, weights, len(self._names))
+        boosts = self.router.boosts(weights) if self.router.active else None
+        if boosts is not None:
+            scores *= np.exp(ROUTE_LEXICAL * boosts)
         mentions = self._matcher.mentions(query) if names else None
         if mentions:
             # Scaled to the best lexical score so a named tool outranks merely similar ones.
@@ -220,8 +263,11 @@ class LexicalRanker(CachedRanker):
         return scores
 
     def rank(self, query: str, k: int | None = None) -> list[ScoredTool]:
-        """Tools best first (ties keep input order); `k` caps the length."""
-        scores = self.scores(query)
+        """Tools best first (ties keep input order), each with its relevance (its lexical
+        score over `relevance_scale`, at most 1); `k` caps the length."""
+        raw = self.score_array(query)
+        scale = self.relevance_scale(query) if raw.any() else 0.0
+        scores = raw.tolist()
         limit = len(scores) if k is None else max(0, min(k, len(scores)))
         hits = [i for i, s in enumerate(scores) if s > 0.0]
         order = heapq.nsmallest(limit, hits, key=lambda i: (-scores[i], i))
@@ -229,16 +275,10 @@ class LexicalRanker(CachedRanker):
             order.extend(
                 itertools.islice((i for i, s in enumerate(scores) if s <= 0.0), limit - len(order))
             )
-        return [ScoredTool(self._names[i], scores[i]) for i in order]
-
-    def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
-        """True when nothing looks relevant: no tools, or the best score is below the threshold."""
-        limit = self.abstain_threshold if threshold is None else threshold
-        return not scored or scored[0].score < limit
+        unit = 1.0 / scale if scale > 0 else 1.0
+        return [ScoredTool(self._names[i], round(min(scores[i] * unit, 1.0), 4)) for i in order]
 
 
-def should_abstain(
-    scored: Sequence[ScoredTool], threshold: float = DEFAULT_ABSTAIN_THRESHOLD
-) -> bool:
-    """Module-level form of `LexicalRanker.should_abstain` for callers holding only results."""
-    return not scored or scored[0].score < threshold
+def should_abstain(scored: Sequence[ScoredTool], threshold: float = LEXICAL_MIN_SCORE) -> bool:
+    """Module-level form of `CachedRanker.should_abstain` for callers holding only results."""
+    return not scored or max(s.score for s in scored) < threshold

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from app.config import SelectionStrategy
 from app.pipeline.couse import DEPTH, CoUsePrior
 from app.pipeline.hybrid import HybridRanker
-from app.pipeline.ranker import LexicalRanker
+from app.pipeline.ranker import LexicalRanker, ScoredTool
 from app.tools.base import ToolDef
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,9 @@ class SelectionResult:
     """Why the llm strategy fell back to lexical, if it did."""
     promoted: tuple[str, ...] = ()
     """Tools in `selected` that the co-use prior moved up from below the top `max_tools`."""
+    scores: tuple[float | None, ...] = ()
+    """Relevance per tool of `selected` (None where the llm chose or the prior promoted it);
+    tools below the ranker's minimum score are never kept."""
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -52,40 +55,75 @@ def needs_selection(total: int, threshold: int) -> bool:
     return total > threshold
 
 
-def rank_lexical(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]:
-    """Top-k names by the local ranker; ties keep catalog order."""
-    if not candidates:
+def ranker_class(strategy: SelectionStrategy) -> type[LexicalRanker] | type[HybridRanker]:
+    """The local (no model call) ranker of a strategy: hybrid for hybrid, else lexical."""
+    return HybridRanker if strategy is SelectionStrategy.HYBRID else LexicalRanker
+
+
+def rank_scored(
+    query: str,
+    candidates: Sequence[ToolDef],
+    k: int,
+    strategy: SelectionStrategy,
+    *,
+    weak: bool = False,
+) -> list[ScoredTool]:
+    """The one local ranking: runtime selection, `request_tools` and every meta-tool's
+    `search` call it. The top k tools at or above the ranker's minimum score, best first
+    (`weak`: see `CachedRanker.kept`)."""
+    if not candidates or not query.strip():
         return []
-    return [s.name for s in LexicalRanker.cached(candidates).rank(query, k)]
+    ranker = ranker_class(strategy).cached(candidates)
+    return ranker.kept(ranker.rank(query, k), k, weak=weak)
+
+
+def rank_lexical(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]:
+    """Top-k relevant names by the lexical ranker; ties keep catalog order."""
+    return [s.name for s in rank_scored(query, candidates, k, SelectionStrategy.LEXICAL)]
 
 
 def rank_hybrid(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]:
-    """Top-k names by lexical scores fused with static word-embedding similarity."""
-    if not candidates:
-        return []
-    return [s.name for s in HybridRanker.cached(candidates).rank(query, k)]
+    """Top-k relevant names by lexical scores fused with static embedding similarity."""
+    return [s.name for s in rank_scored(query, candidates, k, SelectionStrategy.HYBRID)]
 
 
 def local_rank(strategy: SelectionStrategy) -> Callable[[str, Sequence[ToolDef], int], list[str]]:
-    """The local (no model call) ranker for a strategy: hybrid for hybrid, else lexical."""
+    """`rank(query, tools, k) -> names` for a strategy (`rank_scored`'s names)."""
     return rank_hybrid if strategy is SelectionStrategy.HYBRID else rank_lexical
 
 
+Chosen = tuple[list[str], tuple[str, ...], dict[str, float]]
+"""(names kept, names the co-use prior promoted, relevance per ranked name)."""
+
+
 def rank_with_prior(
-    rank: Callable[[str, Sequence[ToolDef], int], list[str]],
+    strategy: SelectionStrategy,
     query: str,
     candidates: Sequence[ToolDef],
     k: int,
     prior: CoUsePrior | None,
-) -> tuple[list[str], tuple[str, ...]]:
-    """`rank`'s top k with the prior's companion of the top hit filled in (`CoUsePrior.fill`),
-    and the names the prior moved into it. Without a prior: `rank(query, candidates, k)`."""
+) -> Chosen:
+    """The local ranking's top k with the prior's companion of the top hit filled in
+    (`CoUsePrior.fill`), the names the prior moved into it, and the ranked tools' scores.
+
+    Past runs are evidence of their own: a companion the prior brings in is kept even below
+    the ranker's minimum score, but only when the request found a relevant top hit."""
     if prior is None:
-        return rank(query, candidates, k), ()
-    ranked = rank(query, candidates, max(k, DEPTH))
-    chosen = prior.fill(ranked, k)[:k]
-    plain = set(ranked[:k])
-    return chosen, tuple(n for n in chosen if n not in plain)
+        scored = rank_scored(query, candidates, k, strategy, weak=True)
+        return [s.name for s in scored], (), {s.name: s.score for s in scored}
+    if not candidates or not query.strip():
+        return [], (), {}
+    ranker = ranker_class(strategy).cached(candidates)
+    scored = ranker.rank(query, max(k, DEPTH))
+    relevant = {s.name for s in ranker.kept(scored, len(scored), weak=True)}
+    if not relevant:
+        return [], (), {}
+    ranked = [s.name for s in scored]
+    plain = [n for n in ranked[:k] if n in relevant]
+    filled = prior.fill(ranked, k)[:k]
+    promoted = tuple(n for n in filled if n not in ranked[:k])
+    chosen = [n for n in filled if n in relevant or n in promoted]
+    return chosen, tuple(n for n in promoted if n not in plain), {s.name: s.score for s in scored}
 
 
 async def rank_llm(
@@ -104,7 +142,7 @@ async def _choose(
     strategy: SelectionStrategy,
     selector: LlmSelector | None,
     prior: CoUsePrior | None,
-) -> tuple[list[str], tuple[str, ...], SelectionStrategy, str | None]:
+) -> tuple[Chosen, SelectionStrategy, str | None]:
     """The prior applies to local rankings only: the llm names `k` tools and no runners-up."""
     if strategy is SelectionStrategy.LLM:
         if selector is None:
@@ -117,12 +155,11 @@ async def _choose(
                 reason = f"llm selection failed ({type(exc).__name__})"
             else:
                 if chosen:
-                    return chosen, (), SelectionStrategy.LLM, None
+                    return (chosen, (), {}), SelectionStrategy.LLM, None
                 reason = "llm selection returned no known tool names"
-        chosen, promoted = rank_with_prior(rank_lexical, query, candidates, k, prior)
-        return chosen, promoted, SelectionStrategy.LEXICAL, reason
-    chosen, promoted = rank_with_prior(local_rank(strategy), query, candidates, k, prior)
-    return chosen, promoted, strategy, None
+        lexical = SelectionStrategy.LEXICAL
+        return rank_with_prior(lexical, query, candidates, k, prior), lexical, reason
+    return rank_with_prior(strategy, query, candidates, k, prior), strategy, None
 
 
 async def select_tools(
@@ -145,7 +182,7 @@ async def select_tools(
     started = time.perf_counter()
     candidates = [t for t in tools if t.name not in pinned]
     couse = await prior() if prior is not None else None
-    chosen, promoted, used, fallback = await _choose(
+    (chosen, promoted, scores), used, fallback = await _choose(
         query, candidates, max_tools, strategy, selector, couse
     )
     kept = set(chosen)
@@ -160,4 +197,5 @@ async def select_tools(
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         fallback=fallback,
         promoted=promoted,
+        scores=tuple(None if n in promoted else scores.get(n) for n in chosen),
     )

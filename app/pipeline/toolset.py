@@ -31,6 +31,8 @@ class AssembledToolset:
     visible: Toolset
     selection: SelectionResult | None = None
     active_set: ActiveSetToolset | None = None
+    pinned: frozenset[str] = frozenset()
+    """Meta-tools runtime selection never ranks away."""
 
     @property
     def tools(self) -> list[ToolDef]:

@@ -13,11 +13,25 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.events import RunEvent
 
 JsonSchema = dict[str, Any]
+
+
+class SearchHints(NamedTuple):
+    """What a tool's ranker may index besides its name, description and parameters; never
+    sent to the model. A connector action gives its method, path and OpenAPI tags; a tool
+    from a source (connector, MCP server) gives the source's name and description.
+
+    A named tuple: rankers are cached by their tools' content, and tuples hash in C."""
+
+    source: str = ""
+    source_description: str = ""
+    method: str = ""
+    path: str = ""
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +47,8 @@ class ToolDef:
     """Progress-tracker step id prefix, e.g. `connector:jira/create_issue`."""
     timeout_s: float | None = None
     """Overrides the run's per-call timeout (a delegation runs a whole child run)."""
+    hints: SearchHints | None = None
+    """Extra words for the tool rankers (pipeline/ranker.py); not part of `to_openai`."""
 
     def to_openai(self) -> dict[str, Any]:
         return {

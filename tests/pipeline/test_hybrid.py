@@ -92,8 +92,9 @@ async def test_hybrid_strategy_selects_and_reports_itself() -> None:
     )
     assert result is not None
     assert result.strategy is SelectionStrategy.HYBRID
-    assert result.selected[0] == "book_flight"
-    assert len(result.deferred) == 4
+    # Found by meaning alone (no shared word): below the minimum score, so kept on its own.
+    assert result.selected == ("book_flight",)
+    assert len(result.deferred) == 5
 
 
 def test_the_distilled_static_model_ships_in_the_repository() -> None:

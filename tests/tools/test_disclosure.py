@@ -203,7 +203,9 @@ async def test_search_returns_ten_one_line_matches(backends: Backends) -> None:
     assert len(lines) == 12
     assert lines[-1] == "Use discover with database=<name> and table=<name> for the columns."
     nothing = await toolset.call("mcp", {"subcommand": "search", "query": "zzzz qqqq"}, ctx())
-    assert nothing.output == "No servers and tools matches 'zzzz qqqq'. Try other words."
+    assert nothing.output == (
+        "Nothing matches 'zzzz qqqq' among 144 servers and tools. Try other words."
+    )
 
 
 async def test_every_tool_of_a_16x_catalog_is_reachable_by_name(backends: Backends) -> None:

@@ -9,15 +9,19 @@ beyond that the handler validates the name (with a did-you-mean).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from app.config import SelectionStrategy
 from app.kit.lru import Lru
+from app.pipeline.hybrid import HybridRanker
 from app.pipeline.ranker import LexicalRanker
+from app.pipeline.selection import rank_scored, ranker_class
+from app.pipeline.tool_fields import schema_texts
 from app.retrieval.text import tokenize
-from app.tools.base import ToolDef
+from app.tools.base import SearchHints, ToolDef
 from app.tools.render import one_line
 from app.tools.suggest import format_choices
 
@@ -33,6 +37,9 @@ ENUM_MAX = 50
 SEARCH_RESULTS = 10
 SEARCH_DESCRIPTION_CHARS = 100
 RESOURCE_DESCRIPTION_CHARS = 80
+SEARCH_STRATEGY = SelectionStrategy.HYBRID
+"""`search` ranks with the default selection strategy's ranker, so it finds what runtime
+selection and `request_tools` find."""
 
 
 def _resource_line(name: str, description: str) -> str:
@@ -50,38 +57,54 @@ def source_stub(name: str, description: str, noun: str, names: Sequence[str], li
 class Entry(NamedTuple):
     """One searchable thing: a source (`jira`) or one of its items (`jira/create_issue`).
 
-    A named tuple: indexes are cached by a tuple of entries, and tuples hash in C.
+    A named tuple: indexes are cached by a tuple of entries, and tuples hash in C. An item
+    may carry what its legacy tool would give the ranker (search hints, parameter names and
+    descriptions from `parameter_texts`), so `search` ranks it as selection ranks that tool.
     """
 
     name: str
     description: str = ""
+    hints: SearchHints | None = None
+    params: tuple[tuple[str, str], ...] = ()
+
+
+def parameter_texts(schema: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(name, description) per parameter of a schema, nested ones too (`Entry.params`)."""
+    return tuple(schema_texts(schema))
+
+
+def entry_tool(entry: Entry) -> ToolDef:
+    """The tool the ranker sees for an entry (the parameters rebuilt from `params`)."""
+    properties = {name: {"description": text} for name, text in entry.params}
+    return ToolDef(
+        name=entry.name,
+        description=entry.description,
+        parameters={"type": "object", "properties": properties},
+        hints=entry.hints,
+    )
 
 
 class EntryIndex:
-    """A lexical index over entries; build once, query many times."""
+    """The shared ranking (`selection.rank_scored`, default strategy) over entries."""
 
     def __init__(self, entries: Sequence[Entry]) -> None:
         self.entries = list(entries)
-        self._ranker = LexicalRanker(
-            [ToolDef(name=e.name, description=e.description) for e in self.entries]
-        )
+        self._tools = [entry_tool(e) for e in self.entries]
         self._position = {e.name: i for i, e in enumerate(self.entries)}
 
+    def _ranker(self) -> LexicalRanker | HybridRanker:
+        return ranker_class(SEARCH_STRATEGY).cached(self._tools)
+
     def ranked(self, query: str, k: int | None = None) -> list[int]:
-        """Entry positions best first for `query`; no evidence keeps catalog order."""
-        if not query.strip():
+        """Entry positions best first for `query`; no query keeps catalog order."""
+        if not query.strip() or not self.entries:
             return list(range(len(self.entries) if k is None else min(k, len(self.entries))))
-        return [self._position[s.name] for s in self._ranker.rank(query, k)]
+        return [self._position[s.name] for s in self._ranker().rank(query, k)]
 
     def matches(self, query: str, k: int = SEARCH_RESULTS) -> list[Entry]:
-        """The k best entries with any evidence for `query` (empty when nothing matches)."""
-        if not query.strip():
-            return []
-        return [
-            self.entries[self._position[s.name]]
-            for s in self._ranker.rank(query, k)
-            if s.score > 0.0
-        ]
+        """The k best entries the ranker finds relevant (empty when nothing matches)."""
+        found = rank_scored(query, self._tools, k, SEARCH_STRATEGY)
+        return [self.entries[self._position[s.name]] for s in found]
 
 
 _INDEXES: Lru[tuple[Entry, ...], EntryIndex] = Lru(32)
@@ -104,7 +127,7 @@ def search_text(query: str, index: EntryIndex, *, noun: str, hint: str) -> str:
     """`Best 10 of 2000 … for 'q':` then `- name: description` lines (what search returns)."""
     found = index.matches(query)
     if not found:
-        return f"No {noun} matches {query!r}. Try other words."
+        return f"Nothing matches {query!r} among {len(index.entries)} {noun}. Try other words."
     head = f"Best {len(found)} of {len(index.entries)} {noun} for {query!r}:"
     lines = []
     for entry in found:

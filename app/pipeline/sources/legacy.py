@@ -18,7 +18,7 @@ from app.databases.backend import DatabaseBackend
 from app.databases.models import DatabaseConnector
 from app.mcp.backend import McpBackend
 from app.mcp.models import McpServer
-from app.pipeline.sources.meta_connector import confirmation_needed
+from app.pipeline.sources.meta_connector import action_hints, confirmation_needed
 from app.pipeline.sources.meta_database import (
     describe_table,
     find_table,
@@ -27,7 +27,7 @@ from app.pipeline.sources.meta_database import (
 )
 from app.pipeline.sources.rows import McpToolInfo, mcp_tools, visible_table_names
 from app.pipeline.sources.stubs import connector_key
-from app.tools.base import CallContext, ToolDef, ToolResult
+from app.tools.base import CallContext, SearchHints, ToolDef, ToolResult
 from app.tools.cache import DERIVED, row_key
 from app.tools.function import FunctionTool, FunctionToolset, Handler, with_step
 from app.tools.names import NameAllocator, sanitize_tool_name
@@ -46,17 +46,20 @@ def _connector_handler(
     return handle
 
 
-def _connector_defs(connector: Connector) -> tuple[ToolDef, ...]:
-    return tuple(
-        ToolDef(
-            name=sanitize_tool_name(f"{connector.name}__{action.name}"),
-            description=one_line(action.description) or f"{action.method} {action.path}",
-            parameters=model_schema(action.parameters),
-            kind="connector",
-            target=action_step(connector, action),
-        )
-        for action in connector.actions
+def connector_tool_def(connector: Connector, action: ConnectorAction) -> ToolDef:
+    """An action's legacy tool; its method, path, tags and connector feed the rankers."""
+    return ToolDef(
+        name=sanitize_tool_name(f"{connector.name}__{action.name}"),
+        description=one_line(action.description) or f"{action.method} {action.path}",
+        parameters=model_schema(action.parameters),
+        kind="connector",
+        target=action_step(connector, action),
+        hints=action_hints(connector, action),
     )
+
+
+def _connector_defs(connector: Connector) -> tuple[ToolDef, ...]:
+    return tuple(connector_tool_def(connector, action) for action in connector.actions)
 
 
 def connector_tools(
@@ -167,6 +170,7 @@ def _mcp_defs(server: McpServer) -> tuple[tuple[McpToolInfo, ToolDef], ...]:
                 parameters=model_schema(info.input_schema),
                 kind="mcp",
                 target=f"mcp:{server.name}/{info.name}",
+                hints=SearchHints(source=server.name, source_description=server.description),
             ),
         )
         for info in mcp_tools(server)

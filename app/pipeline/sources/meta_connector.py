@@ -11,10 +11,11 @@ from typing import Any, ClassVar
 from app.connectors.actions import action_step
 from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
-from app.pipeline.sources.disclosure import Entry, Source, source
+from app.connectors.openapi import TAGS
+from app.pipeline.sources.disclosure import Entry, Source, parameter_texts, source
 from app.pipeline.sources.meta_base import KindMetaTool
 from app.pipeline.sources.stubs import connector_key
-from app.tools.base import CallContext, ToolResult
+from app.tools.base import CallContext, SearchHints, ToolResult
 from app.tools.cache import DERIVED
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema, one_line
@@ -49,10 +50,32 @@ def confirmation_needed(connector: Connector, action: ConnectorAction) -> ToolRe
     return ToolResult.needs_approval(f"{step} requires confirmation", step=step)
 
 
+def action_hints(connector: Connector, action: ConnectorAction) -> SearchHints:
+    """What the rankers read from an action besides its text: method, path, OpenAPI tags
+    (kept by the import as `x-tags`) and the connector."""
+    tags = action.parameters.get(TAGS) if isinstance(action.parameters, dict) else None
+    return SearchHints(
+        source=connector.name,
+        source_description=connector.description or "",
+        method=action.method,
+        path=action.path,
+        tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
+    )
+
+
+def _action_entry(connector: Connector, action: ConnectorAction) -> Entry:
+    return Entry(
+        f"{connector.name}/{action.name}",
+        one_line(action.description) or f"{action.method} {action.path}",
+        action_hints(connector, action),
+        parameter_texts(model_schema(action.parameters)),
+    )
+
+
 def _action_entries(connector: Connector) -> list[Entry]:
     return DERIVED.get(
         connector_key(connector, "search"),
-        lambda: [Entry(f"{connector.name}/{a.name}", a.description) for a in connector.actions],
+        lambda: [_action_entry(connector, a) for a in connector.actions],
     )
 
 

@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 from app.kit.schemas import one_spelling
 from app.mcp.backend import McpBackend
 from app.mcp.models import McpServer
-from app.pipeline.sources.disclosure import Entry, Source, source
+from app.pipeline.sources.disclosure import Entry, Source, parameter_texts, source
 from app.pipeline.sources.meta_base import KindMetaTool
 from app.pipeline.sources.rows import McpToolInfo, mcp_tools
-from app.tools.base import CallContext, ToolResult
+from app.tools.base import CallContext, SearchHints, ToolResult
 from app.tools.cache import DERIVED, row_key
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema
@@ -44,7 +44,15 @@ def tool_summary(server: McpServer, tool: McpToolInfo) -> str:
 def _tool_entries(server: McpServer) -> list[Entry]:
     return DERIVED.get(
         row_key(server, "search"),
-        lambda: [Entry(f"{server.name}/{t.name}", t.description) for t in mcp_tools(server)],
+        lambda: [
+            Entry(
+                f"{server.name}/{t.name}",
+                t.description.strip(),
+                SearchHints(source=server.name, source_description=server.description),
+                parameter_texts(model_schema(t.input_schema)),
+            )
+            for t in mcp_tools(server)
+        ],
     )
 
 

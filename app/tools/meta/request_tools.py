@@ -8,6 +8,7 @@ run.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -83,30 +84,50 @@ class RequestToolsToolset(Toolset):
 
     label = NAME
 
-    def __init__(self, active: ActiveSetToolset, query: str = "", rank: Rank | None = None) -> None:
+    def __init__(
+        self,
+        active: ActiveSetToolset,
+        query: str = "",
+        rank: Rank | None = None,
+        *,
+        pool: Sequence[ToolDef] | None = None,
+    ) -> None:
+        """`pool`: the tools to rank (default: the whole catalog); runtime selection passes
+        the ones it ranked, so both use one ranker."""
         self.active = active
         self.query = query
         self._rank = rank
+        self._pool = pool
         self._cache: tuple[int, ToolDef] | None = None
 
     def _best_deferred(self, query: str, k: int) -> list[ToolDef]:
-        """The k deferred tools best ranked for `query` (catalog order without a ranker)."""
+        """The k deferred tools best ranked for `query`, only those the ranker finds relevant
+        (catalog order without a ranker or a query)."""
         deferred = self.active.deferred()
-        if self._rank is None or not query.strip() or len(deferred) <= 1:
+        if self._rank is None or not query.strip():
             return deferred[:k]
         by_name = {t.name: t for t in deferred}
         # Rank the whole catalog (one cached index whatever is loaded), then skip loaded ones.
-        catalog = list(self.active.inner.list_tools().values())
+        catalog = list(self._pool or self.active.inner.list_tools().values())
         loaded = len(catalog) - len(deferred)
         ranked = self._rank(query, catalog, k + loaded)
         return [by_name[n] for n in ranked if n in by_name][:k]
+
+    def listing(self) -> list[ToolDef]:
+        """What the description lists: the deferred tools relevant to the user's message, best
+        first, then the others in catalog order, 20 in all (the preview lists the same)."""
+        deferred = self.active.deferred()
+        best = self._best_deferred(self.query, CATALOG_LISTED)
+        named = {t.name for t in best}
+        rest = (t for t in deferred if t.name not in named)
+        return [*best, *itertools.islice(rest, CATALOG_LISTED - len(best))]
 
     def _tool(self) -> ToolDef:
         deferred = self.active.deferred()
         if self._cache is not None and self._cache[0] == len(deferred):
             return self._cache[1]
         if deferred:
-            listed = self._best_deferred(self.query, CATALOG_LISTED)
+            listed = self.listing()
             lines = [
                 _INTRO,
                 f"{len(deferred)} tools not loaded yet"
@@ -133,10 +154,15 @@ class RequestToolsToolset(Toolset):
 
     def search(self, query: str) -> str:
         """The 10 best deferred matches for `query`, one line each; nothing is loaded."""
+        total = len(self.active.deferred())
+        if not total:
+            return "No tools left to load: every tool is already loaded."
         found = self._best_deferred(query, SEARCH_RESULTS)
         if not found:
-            return "No tools left to load: every tool is already loaded."
-        total = len(self.active.deferred())
+            return (
+                f"Nothing matches {query!r} among the {total} tools not loaded yet."
+                " Try other words."
+            )
         head = f"Best {len(found)} of {total} tools not loaded yet for {query!r}:"
         tail = "Load them with request_tools(tool_names=[...])."
         lines = [catalog_line(t, SEARCH_DESCRIPTION_CHARS) for t in found]

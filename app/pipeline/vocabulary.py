@@ -1,0 +1,153 @@
+"""Users' words to APIs' words, without a model call.
+
+Two layers feed the lexical ranker's query expansion:
+- `USER_WORDS`, a small table of how people ask for what APIs name otherwise ("text" -> message
+  sms, "bug" -> issue, "room" -> channel conversation, "shopper" -> customer). It is general
+  vocabulary of messaging, code hosting, billing and telephony, not a list of any one catalog's
+  operations; a request word expands to the API words at `EXPANSION` weight, beside itself.
+- `abbreviations(texts)`, mined from the catalog itself: a description that writes
+  "pull request (PR)" or "Short Message Service (SMS)" teaches the ranker that a request's "pr"
+  means "pull request".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+
+from app.retrieval.text import stem, tokenize
+
+EXPANSION = 0.6
+"""Weight of an expanded API word against 1.0 for a word of the request itself."""
+
+_GROUPS: tuple[tuple[str, str], ...] = (
+    # request words -> API words
+    ("text texts texting sms", "message sms send"),
+    ("dm tell notify ping announce inform", "message post send"),
+    ("chat", "message conversation"),
+    ("note", "message comment"),
+    ("reply answer answers responded", "replies comment"),
+    ("room rooms group", "channel conversation"),
+    ("bug bugs ticket tickets defect problem", "issue"),
+    ("pr prs", "pull request"),
+    ("ci pipeline pipelines build builds automation", "workflow run action"),
+    ("again flaked retry rebuild", "rerun"),
+    ("abort", "cancel"),
+    ("codebase project", "repository repo"),
+    ("version versions ship shipped changelog", "release"),
+    ("bookmark", "star"),
+    ("client clients shopper shoppers buyer buyers payer", "customer"),
+    ("bill bills billed", "invoice charge"),
+    ("chargeback chargebacks contested contest", "dispute"),
+    ("cash money funds earnings", "balance payout"),
+    ("withdraw", "payout"),
+    ("membership memberships plan", "subscription"),
+    ("discount off promo", "coupon promotion code"),
+    ("sell selling offer", "product price"),
+    ("remind nudge", "reminder"),
+    ("snooze silence focus", "dnd snooze"),
+    ("online around away", "presence"),
+    ("phone ring dial", "call"),
+    ("line lines", "phone number incoming"),
+    ("voicemail transcript", "transcription recording"),
+    ("bridge", "conference"),
+    ("hold waiting", "queue member"),
+    ("cost spend spending spent", "usage record"),
+    ("threshold", "trigger"),
+    ("delivered", "status message"),
+    ("react thumbs", "reaction"),
+    ("deck spreadsheet image chart picture", "file upload"),
+    ("mms picture photo", "media"),
+    ("edit fix typo", "update"),
+    ("unsend", "delete"),
+    ("link permanent", "permalink"),
+    ("kick drop", "remove kick"),
+    ("retire", "archive"),
+    ("diff different", "compare"),
+    ("identity logged login", "authenticated user"),
+    ("throttled throttle quota", "rate limit"),
+    ("inbox attention mentions", "notifications"),
+    ("freeze", "lock"),
+    ("own owner", "assignee"),
+    ("traffic visitors visits", "views traffic"),
+    ("company companies", "organization org"),
+    ("cve cves vulnerable vulnerability", "dependabot alert"),
+    ("people folks everyone", "members users"),
+    ("signup enroll onboard", "create"),
+    ("wipe", "delete"),
+    ("secure shell", "ssh key"),
+)
+
+
+def _build() -> dict[str, tuple[str, ...]]:
+    table: dict[str, set[str]] = {}
+    for asked, named in _GROUPS:
+        targets = set(tokenize(named))
+        for word in asked.split():
+            key = stem(word.lower())
+            table.setdefault(key, set()).update(targets - {key})
+    return {k: tuple(sorted(v)) for k, v in table.items()}
+
+
+USER_WORDS: dict[str, tuple[str, ...]] = _build()
+"""Stemmed request word -> stemmed API words."""
+
+_CHANNEL = re.compile(r"(?<![\w&])#[A-Za-z][\w-]*")
+_HANDLE = re.compile(r"(?<![\w.])@[A-Za-z][\w.-]*")
+_PHONE = re.compile(r"(?<![\w+])\+\d[\d\s().-]{6,}\d")
+
+
+def rewrite(query: str) -> str:
+    """A request with conventions spelled out: `#eng` is a channel, `@maria` a user,
+    `+1 555 0100` a phone number."""
+    if "+" in query:
+        query = _PHONE.sub(" phone ", query)
+    if "#" in query:
+        query = _CHANNEL.sub(" channel ", query)
+    if "@" in query:
+        query = _HANDLE.sub(" user ", query)
+    return query
+
+
+_ABBREVIATION = re.compile(r"\(([A-Za-z]{2,6})s?\)")
+_WORD = re.compile(r"[A-Za-z][\w-]*")
+
+
+@lru_cache(maxsize=1 << 14)
+def _abbreviations_in(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for match in _ABBREVIATION.finditer(text):
+        letters = match.group(1).lower()
+        before = _WORD.findall(text[max(0, match.start() - 80) : match.start()])
+        candidates = before[-len(letters) :]
+        if len(candidates) != len(letters):
+            continue
+        if "".join(w[0].lower() for w in candidates) != letters:
+            continue
+        words = tuple(tokenize(" ".join(candidates)))
+        if words:
+            found.append((letters, words))
+    return tuple(found)
+
+
+def abbreviations(texts: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Abbreviation -> the words it stands for, from "long form (ABBR)" in the texts.
+
+    The long form is the run of words before the parenthesis whose initials spell the
+    abbreviation ("pull request (PR)", "Short Message Service (SMS)")."""
+    found: dict[str, tuple[str, ...]] = {}
+    for text in texts:
+        if "(" in text:
+            for letters, words in _abbreviations_in(text):
+                found.setdefault(letters, words)
+    return found
+
+
+def expansions(tokens: Iterable[str], mined: Mapping[str, tuple[str, ...]]) -> dict[str, float]:
+    """API words for a request's tokens (not the tokens themselves), at `EXPANSION` weight."""
+    out: dict[str, float] = {}
+    for token in set(tokens):
+        for word in (*USER_WORDS.get(token, ()), *mined.get(token, ())):
+            out.setdefault(word, EXPANSION)
+    return out
