@@ -19,10 +19,11 @@ from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.apikeys.models import ApiKey
 from app.apikeys.repository import ApiKeyRepository
+from app.chat.active import ActiveRun, Published
 from app.chat.loop import RunInput
 from app.chat.models import Run
 from app.chat.repository import RunRepository
-from app.chat.runner import ActiveRun, Published, RunManager
+from app.chat.runner import RunManager
 from app.events import (
     ApprovalRequested,
     ApprovalResolved,

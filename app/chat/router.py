@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
 from fastapi.routing import APIRoute
 
+from app.chat.active import ActiveRun, Published
 from app.chat.deps import RunHubDep, RunManagerDep
-from app.chat.runner import ActiveRun, Published
 from app.chat.schemas import CancelResult, ChatRequest, ConversationRead
 from app.chat.service import get_conversation
 from app.chat.streams import ensure_run, live_stream, replay_stream

@@ -10,131 +10,50 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import replace
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import asyncpg
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.cache import AgentCache
 from app.agents.models import Agent
 from app.approvals.notify import ApprovalNotice
-from app.approvals.repository import ApprovalRepository
 from app.approvals.stored import StoredApprovalGate
+from app.chat.active import (
+    ActiveRun,
+    Published,
+    Submitted,
+    journal_unavailable,
+    message_row,
+)
 from app.chat.hub import RunHub
 from app.chat.journal import JournalBatcher, JournalWriter, copy_outcome, is_transient
 from app.chat.loop import ReactRun, RunDeps, RunInput, RunResult
-from app.chat.models import Message, Run
-from app.chat.pgwrite import ContinuedRun, NewRun, RunStarts, Settle, StoredMessage
-from app.chat.repository import ConversationRepository, RunRepository, WorkerRepository
+from app.chat.models import Run
+from app.chat.pgwrite import NewRun, RunStarts, Settle
+from app.chat.repository import RunRepository, WorkerRepository
+from app.chat.run_store import SessionRunStore
 from app.chat.schemas import ChatRequest
 from app.config import Settings
-from app.db.base import utcnow
-from app.errors import Conflict, Invalid, NotFound, Unavailable
-from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed, event_payload
+from app.errors import Unavailable
+from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed
 from app.llm.client import LlmClient
-from app.llm.types import ChatMessage, Role, ToolCallRequest, Usage
+from app.llm.types import ChatMessage, Usage
 from app.ops import tracing
 from app.pipeline.mode import run_config
 from app.pipeline.sources.backends import Backends
 from app.security.redact import redact_text
-from app.tenancy.limits import count_run_start
 from app.tenancy.principal import Principal
 
 logger = logging.getLogger("quiver.runs")
-Published = tuple[int, RunEvent] | None
-"""An event for live subscribers (None: the stream ends without a stored final event)."""
-Submitted = tuple[int, RunEvent, "asyncio.Future[None]"]
-FOREIGN_KEY_VIOLATION = "23503"
 
 
-@dataclass(eq=False)
-class ActiveRun:
-    run_id: uuid.UUID
-    conversation_id: uuid.UUID
-    cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    subscribers: list[asyncio.Queue[Published]] = field(default_factory=list)
-    task: asyncio.Task[None] | None = None
-    journal_failed: bool = False
-    first_out: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set once the live stream that started the run has sent its first event (or ended
-    without it): in a burst of starts the run's first model call waits for it."""
-
-    def subscribe(self) -> asyncio.Queue[Published]:
-        queue: asyncio.Queue[Published] = asyncio.Queue()
-        self.subscribers.append(queue)
-        return queue
-
-    def unsubscribe(self, queue: asyncio.Queue[Published]) -> None:
-        with contextlib.suppress(ValueError):
-            self.subscribers.remove(queue)
-
-    def publish(self, item: Published) -> None:
-        for queue in self.subscribers:
-            queue.put_nowait(item)
-
-
-def journal_unavailable() -> RunFailed:
-    return RunFailed(
-        error=ErrorInfo(
-            code="journal_unavailable",
-            message="the run's events could not be stored; the run was stopped",
-        )
-    )
-
-
-def lost_event() -> RunFailed:
-    return RunFailed(
-        error=ErrorInfo(
-            code="run_lost", message="the process running this run stopped before it finished"
-        )
-    )
-
-
-def history_from_rows(rows: Sequence[Message | StoredMessage]) -> list[ChatMessage]:
-    """Stored messages → model messages, dropping tool calls that never got a result."""
-    answered = {row.tool_call_id for row in rows if row.role == "tool"}
-    out: list[ChatMessage] = []
-    for row in rows:
-        calls = [ToolCallRequest.from_openai(c) for c in row.tool_calls or []]
-        calls = [c for c in calls if c.id in answered]
-        if row.role == "assistant" and not calls and not row.content:
-            continue
-        out.append(
-            ChatMessage(
-                role=cast(Role, row.role),
-                content=row.content,
-                tool_calls=calls or None,
-                tool_call_id=row.tool_call_id,
-                name=row.name,
-            )
-        )
-    return out
-
-
-def message_row(message: ChatMessage) -> dict[str, Any]:
-    return {
-        "role": message.role,
-        "content": message.content,
-        "tool_calls": [c.to_openai() for c in message.tool_calls] if message.tool_calls else None,
-        "tool_call_id": message.tool_call_id,
-        "name": message.name,
-    }
-
-
-RESUMABLE_KINDS = frozenset({"mcp_session"})
-"""Runs another worker can take over (sessions of the MCP endpoint): never closed as lost."""
-
-
-class RunManager:
+class RunManager(SessionRunStore):
     def __init__(
         self,
         *,
@@ -183,235 +102,7 @@ class RunManager:
         """When this process began to drain (SIGTERM, `drain`): it starts no new run, and its
         running runs get `QUIVER_DRAIN_TIMEOUT_S` to finish before they are cancelled."""
 
-    def claim(self, run_id: uuid.UUID) -> None:
-        """A run executed outside `start()` (an MCP session): not lost while it is claimed."""
-        self._claimed.add(run_id)
-
-    def unclaim(self, run_id: uuid.UUID) -> None:
-        self._claimed.discard(run_id)
-
-    # --- worker heartbeat and lost runs ---------------------------------------------------
-
-    async def open(self) -> None:
-        """Register this worker, close runs lost by dead ones, then keep beating."""
-        try:
-            await self.beat_and_sweep()
-        except Exception:  # storage down at start-up: the heartbeat loop retries
-            logger.exception("worker heartbeat failed")
-        self._heartbeat = asyncio.create_task(self._beat_forever(), name="worker-heartbeat")
-
-    async def _beat_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.worker_heartbeat_s)
-            try:
-                await self.beat_and_sweep()
-            except Exception:
-                logger.exception("worker heartbeat failed")
-
-    def _lost_before(self) -> datetime:
-        return utcnow() - timedelta(seconds=self.settings.worker_lost_after_s)
-
-    def _judging(self) -> bool:
-        """May this worker declare others dead? Only after beating without a break for
-        `worker_lost_after_s`: after a storage outage every heartbeat is old, and live
-        workers need that long to beat again."""
-        if self.settings.is_sqlite:
-            return True
-        since = self._beating_since
-        return since is not None and time.monotonic() - since >= self.settings.worker_lost_after_s
-
-    async def beat_and_sweep(self) -> None:
-        try:
-            async with self.background() as session:
-                await WorkerRepository(session).beat(
-                    self.worker_id, host=socket.gethostname(), pid=os.getpid()
-                )
-                await session.commit()
-        except Exception:
-            self._beating_since = None
-            raise
-        if self._beating_since is None:
-            self._beating_since = time.monotonic()
-        await self.hub.ensure_listening(self.settings)
-        judging = self._judging()
-        async with self.background() as session:
-            repo = RunRepository(session)
-            mine = await repo.running_of_worker(self.worker_id)
-            lost = [r for r in mine if r.id not in self.active and r.id not in self._claimed]
-            if judging:
-                lost += await repo.orphaned(
-                    me=self.worker_id,
-                    lost_before=self._lost_before(),
-                    only_worker_alive=self.settings.is_sqlite,
-                )
-        for run in mine:
-            if run.cancel_requested:  # in case the cancel notification was missed
-                self._cancel_local(run.id)
-        for run in lost:
-            if run.kind in RESUMABLE_KINDS:
-                resumable = self.resumable.get(run.kind)
-                try:  # not registered yet (starting up): left for a later sweep
-                    if resumable is not None:
-                        await resumable(run)
-                except Exception:
-                    logger.exception("could not sweep the %s run %s", run.kind, run.id)
-                continue
-            async with self.background() as session:
-                await self._close_lost(session, run.id)
-                await session.commit()
-            self.hub.wake(run.id)
-        if judging:
-            async with self.background() as session:
-                await WorkerRepository(session).forget_dead(lost_before=self._lost_before())
-                await session.commit()
-
-    async def _close_lost(self, session: AsyncSession, run_id: uuid.UUID) -> bool:
-        """Journal `run_failed {code: run_lost}` and end the run (in the caller's transaction)."""
-        event = lost_event()
-        seq = await RunRepository(session).close_lost(run_id, event.kind, event_payload(event))
-        if seq is None:
-            return False
-        # A call that waited for a person died with its worker: it can no longer run.
-        await ApprovalRepository(session).close_pending(run_id, "cancelled")
-        logger.warning("run %s was lost with its worker; closed as run_lost", run_id)
-        await self.hub.announce(session, run_id)
-        return True
-
-    async def _executed_somewhere(self, session: AsyncSession, run: Run) -> bool:
-        """Is a live worker executing this running run?"""
-        if run.worker_id == self.worker_id:
-            return run.id in self.active or run.id in self._claimed
-        if self.settings.is_sqlite or run.worker_id is None:
-            return False  # one process per SQLite store: nobody else runs it
-        if not self._judging():
-            return True
-        return await WorkerRepository(session).alive(run.worker_id, lost_before=self._lost_before())
-
     # --- start ---------------------------------------------------------------------------
-
-    async def _prepare(
-        self,
-        req: ChatRequest,
-        principal: Principal,
-        agent: Agent,
-        run_id: uuid.UUID,
-        history: Sequence[ChatMessage] = (),
-    ) -> tuple[uuid.UUID, list[ChatMessage]]:
-        """The run stored with the user's message, in an existing conversation or with a new
-        one on the session path: (conversation id, history before this message)."""
-        if (
-            self.starts is not None
-            and req.conversation_id is not None
-            and self._unlimited(principal)
-        ):
-            # Continuing a conversation in one round trip; the session path tells apart why
-            # it stored nothing (404, another agent's, 409, a run whose worker died).
-            stored = await self.starts.continue_conversation(
-                ContinuedRun(
-                    run_id=run_id,
-                    conversation_id=req.conversation_id,
-                    agent_id=agent.id,
-                    message=req.message,
-                    api_key_id=principal.key_id,
-                    user=principal.user,
-                    admin=principal.admin,
-                    worker_id=self.worker_id,
-                )
-            )
-            if stored is not None:
-                return req.conversation_id, history_from_rows(stored)
-        async with self.sessionmaker() as session:
-            try:
-                conversation_id, earlier = await self._create_run(
-                    session, agent, req, principal, run_id, history
-                )
-                await session.commit()
-            except IntegrityError as exc:
-                if getattr(exc.orig, "sqlstate", None) == FOREIGN_KEY_VIOLATION:
-                    raise self._gone(req) from exc
-                # The store allows one running run per conversation (all workers).
-                raise self._busy() from exc
-        return conversation_id, earlier
-
-    def _unlimited(self, principal: Principal) -> bool:
-        """No run count to keep for the key (a rate-limited one takes the session path)."""
-        return principal.rate_limit_per_minute is None
-
-    @staticmethod
-    def _gone(req: ChatRequest) -> NotFound:
-        """404 for the agent: unknown, not the key's, or deleted after it was read (a cached
-        copy not yet dropped, or a concurrent delete)."""
-        return NotFound(f"agent {str(req.agent_id)!r} not found")
-
-    @staticmethod
-    def _busy() -> Conflict:
-        return Conflict(
-            "a run is already in progress in this conversation; wait for it to "
-            "finish or cancel it (POST /api/v1/runs/{run_id}/cancel)"
-        )
-
-    async def _create_run(
-        self,
-        session: AsyncSession,
-        agent: Agent,
-        req: ChatRequest,
-        principal: Principal,
-        run_id: uuid.UUID,
-        sent: Sequence[ChatMessage] = (),
-    ) -> tuple[uuid.UUID, list[ChatMessage]]:
-        """The run and the user's message, stored together before the run starts (the
-        session path: an existing conversation, a rate-limited key, SQLite, a client's
-        history `sent` with the message)."""
-        # First, before any row that references the key: its lock orders concurrent starts.
-        # A refusal below rolls the count back with everything else.
-        await count_run_start(session, principal)
-        conversations = ConversationRepository(session)
-        seq = 1
-        if req.conversation_id is not None:
-            locked = await conversations.lock(req.conversation_id)
-            conversation = principal.owned(locked, "conversation", req.conversation_id)
-            if conversation.agent_id != agent.id:
-                raise Invalid("conversation_id: the conversation belongs to another agent")
-            if await self._blocking_run(session, conversation.id):
-                raise self._busy()
-            rows = await conversations.messages(conversation.id)
-            history = history_from_rows(rows)
-            seq = rows[-1].seq + 1 if rows else 1
-            conversation_id = conversation.id
-        else:
-            conversation_id = uuid.uuid4()
-            created = await conversations.insert_for_agent(
-                id=conversation_id,
-                agent_id=agent.id,
-                title=req.message[:80],
-                api_key_id=principal.key_id,
-                user=principal.user,
-            )
-            if not created:
-                raise self._gone(req)  # deleted behind a cached copy
-            history = list(sent)
-        await RunRepository(session).insert(
-            id=run_id,
-            conversation_id=conversation_id,
-            agent_id=agent.id,
-            worker_id=self.worker_id,
-            api_key_id=principal.key_id,
-            user=principal.user,
-        )
-        new_rows = [message_row(m) for m in (*sent, ChatMessage.user(req.message))]
-        await conversations.insert_messages(conversation_id, run_id, seq, new_rows)
-        return conversation_id, history
-
-    async def _blocking_run(self, session: AsyncSession, conversation_id: uuid.UUID) -> bool:
-        """Is a run still in progress here? A run whose worker died is closed as lost
-        (`run_failed {code: run_lost}`) instead of blocking the conversation."""
-        run = await RunRepository(session).running_in_conversation(conversation_id)
-        if run is None:
-            return False
-        if await self._executed_somewhere(session, run):
-            return True
-        await self._close_lost(session, run.id)
-        return False
 
     async def start(
         self, req: ChatRequest, principal: Principal, *, history: Sequence[ChatMessage] = ()

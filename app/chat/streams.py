@@ -8,9 +8,9 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.chat.active import ActiveRun, Published
 from app.chat.hub import RunHub
 from app.chat.repository import RUNNING, RunRepository
-from app.chat.runner import ActiveRun, Published
 from app.chat.sse import PING, event_frame, frame
 from app.events import TERMINAL_KINDS, RunEvent
 from app.tenancy.principal import Principal

@@ -4,7 +4,7 @@ The MCP SDK's low-level `Server` and `StreamableHTTPSessionManager` serve the pr
 module authenticates the bearer key, finds the agent (404 before any MCP exchange), and
 hands `tools/list` / `tools/call` to `McpSessions`. The endpoint speaks the session
 (`initialize`) protocol versions: a session is what a run is to the journal. The stateless
-revision (2026-07-28) is refused with -32022 naming those versions (`_protocol_refusal`).
+revision (2026-07-28) is refused with -32022 naming those versions (`wire.protocol_refusal`).
 
 Sessions outlive the process that opened them: the session id names the session's run, and a
 request for a session this process does not hold gets a transport resumed under that id (its
@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -35,16 +34,16 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServ
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
-from mcp_types import DEFAULT_NEGOTIATED_VERSION, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types import DEFAULT_NEGOTIATED_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
-from app.errors import QuiverError, error_body
-from app.kit.request_guard import replay_body
+from app.errors import QuiverError
+from app.mcpserver import wire
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.listings import Listings
 from app.mcpserver.oauth import bearer_principal, challenge
@@ -172,90 +171,6 @@ class _SessionManager(StreamableHTTPSessionManager):
             await self.quiver_sessions.ended_here(session_id)
 
 
-def _json_error(
-    status: int, kind: str, detail: str, headers: dict[str, str] | None = None
-) -> Response:
-    if status == 401:
-        headers = {"WWW-Authenticate": "Bearer"}
-    return JSONResponse(error_body(kind, detail), status_code=status, headers=headers)
-
-
-async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Receive]:
-    """The request body (up to `limit` + 1 bytes), and a `receive` that replays it."""
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    while more and size <= limit:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        chunks.append(chunk)
-        size += len(chunk)
-        more = message.get("more_body", False)
-    body = b"".join(chunks)
-    return body, replay_body(body, receive, more_body=more)
-
-
-def _initialize_params(body: bytes) -> dict[str, Any] | None:
-    """The params of an `initialize` request, else None."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(message, dict) or message.get("method") != "initialize":
-        return None
-    params = message.get("params")
-    if not isinstance(params, dict):
-        return None
-    capabilities = params.get("capabilities")
-    return params if isinstance(capabilities, dict) or capabilities is None else None
-
-
-def _jsonrpc_error(status: int, code: int, message: str) -> Response:
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    return Response(json.dumps(body), status_code=status, media_type="application/json")
-
-
-def _invalid_id(body: bytes) -> Response | None:
-    """-32600 for a request (or response) whose `id` is neither a string nor an integer: it is
-    no notification, and the SDK would take it for one (202, never answered)."""
-    try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
-        return None  # the SDK answers the parse error
-    for message in parsed if isinstance(parsed, list) else [parsed]:
-        if not isinstance(message, dict) or "id" not in message:
-            continue
-        ident = message["id"]
-        if ("method" in message or "result" in message) and (
-            isinstance(ident, bool) or not isinstance(ident, str | int)
-        ):
-            return _jsonrpc_error(
-                400, INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer"
-            )
-    return None
-
-
-def _protocol_refusal(requested: str) -> Response:
-    """The stateless revision (2026-07-28: no `initialize`, no session) is answered the way
-    that revision rejects a version: -32022 naming the versions served, so a client in the
-    SDK's `auto` mode falls back to the `initialize` handshake and a client pinned to it gets
-    a typed error. A session is what a run is here: what `request_tools` loaded and the
-    client's elicitation (approvals) live in it."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {
-            "code": UNSUPPORTED_PROTOCOL_VERSION,
-            "message": "Unsupported protocol version: this endpoint serves MCP sessions; "
-            f"send initialize (protocol versions {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})",
-            "data": {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": requested},
-        },
-    }
-    return Response(json.dumps(body), status_code=400, media_type="application/json")
-
-
 class McpEndpoint:
     """The ASGI app mounted at `/mcp` (outside the OpenAPI schema)."""
 
@@ -318,7 +233,7 @@ class McpEndpoint:
             return
         manager = self.manager
         if manager is None:  # starting or stopping
-            unavailable = _json_error(503, "Unavailable", "the MCP endpoint is not running")
+            unavailable = wire.json_error(503, "Unavailable", "the MCP endpoint is not running")
             await unavailable(scope, receive, send)
             return
         response, caller = await self._admit(scope)
@@ -349,8 +264,8 @@ class McpEndpoint:
             await manager.handle_request(scope, receive, send)
             return
         limit = self.app.state.runtime.settings.max_body_bytes
-        body, receive = await _read_body(receive, limit)
-        refusal = _invalid_id(body)
+        body, receive = await wire.read_body(receive, limit)
+        refusal = wire.invalid_id(body)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -366,7 +281,7 @@ class McpEndpoint:
         assert self.manager is not None
         sessions = self.sessions
         assert sessions is not None
-        opening = _initialize_params(body)
+        opening = wire.initialize_params(body)
         if opening is None:  # not an `initialize`: the SDK answers (no session comes of it)
             await self.manager.handle_request(scope, receive, send)
             return
@@ -374,7 +289,7 @@ class McpEndpoint:
         try:
             state = await sessions.start(caller, elicitation=elicits)
         except QuiverError as exc:  # the key's run rate: refused before any MCP exchange
-            refused = _json_error(exc.status_code, exc.kind, exc.message, exc.headers())
+            refused = wire.json_error(exc.status_code, exc.kind, exc.message, exc.headers())
             await refused(scope, receive, send)
             return
         opened = False
@@ -425,12 +340,12 @@ class McpEndpoint:
             if session.in_transaction():  # a warm request touches no ORM session
                 await session.commit()
         if agent is None or not principal.may_use(agent.id):
-            return _json_error(404, "NotFound", f"agent {name!r} not found"), None
+            return wire.json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return _protocol_refusal(version), None
+            return wire.protocol_refusal(version), None
         if not admitted:  # ended, unknown, or opened with another agent or key
-            return _json_error(404, "NotFound", "MCP session not found"), None
+            return wire.json_error(404, "NotFound", "MCP session not found"), None
         return None, Caller(agent=agent, principal=principal)
 
     # --- MCP handlers --------------------------------------------------------------------

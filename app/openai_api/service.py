@@ -11,8 +11,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.repository import AgentRepository
+from app.chat.active import ActiveRun, Published
 from app.chat.router import SSE_HEADERS
-from app.chat.runner import ActiveRun, Published, RunManager
+from app.chat.runner import RunManager
 from app.chat.schemas import ChatRequest
 from app.chat.streams import live_events
 from app.errors import NotFound

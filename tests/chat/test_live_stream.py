@@ -6,7 +6,7 @@ import asyncio
 import time
 import uuid
 
-from app.chat.runner import ActiveRun
+from app.chat.active import ActiveRun
 from app.chat.sse import PING, event_frame
 from app.chat.streams import live_stream
 from app.events import ModelDelta, RunFinished
