@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-import app.db.registry  # noqa: F401 - configure mappers before building rows
+import app.migrations.registry  # noqa: F401 - configure mappers before building rows
 from app.agents.models import Agent
 from app.config import Settings
 from app.connectors.models import Connector, ConnectorAction

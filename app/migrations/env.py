@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from app.config import Settings
 from app.db.engine import create_engine
 from app.db.locks import MIGRATIONS, lock_transaction
-from app.db.registry import Base
+from app.migrations.registry import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from app.config import Settings
 from app.db.engine import create_engine
 from app.db.migrate import downgrade, upgrade
-from app.db.registry import Base
+from app.migrations.registry import Base
 from tests.fixtures.database import create_database, drop_database
 
 APP_TABLES = {
