@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from app.kit.schemas import Flag
+
 MAX_MESSAGES = 1000
 MAX_TEXT = 200_000
 """The most characters of one message (as `POST /api/v1/chat`'s `message`)."""
@@ -32,14 +34,14 @@ class MessageIn(_Lenient):
 
 
 class StreamOptions(_Lenient):
-    include_usage: bool = False
+    include_usage: Flag = False
 
 
 class ChatCompletionRequest(_Lenient):
     model: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     """The agent's name."""
     messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_MESSAGES)]
-    stream: bool = False
+    stream: Flag = False
     stream_options: StreamOptions | None = None
     user: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
     """The end user of a frontend that shares one key (tenancy, as `user` on /api/v1/chat)."""

@@ -100,7 +100,11 @@ async def test_a_request_whose_id_is_not_a_string_or_integer_is_an_invalid_reque
 
 async def test_open_sessions_are_capped_per_key(admin: httpx.AsyncClient, live: str) -> None:
     url = f"{live}/mcp/agents/{await _agent(admin)}"
-    key, other = await _key(admin), await _key(admin)
+    made = [
+        await post(admin, "api-keys", {"name": unique("key"), "scopes": ["chat"]}) for _ in "ab"
+    ]
+    key, other = made[0]["key"], made[1]["key"]
+    key_ids = {m["key"]: m["id"] for m in made}
     async with httpx.AsyncClient(timeout=30) as raw:
         _first, first = await _open_raw(raw, url, key, {})
         await _open_raw(raw, url, key, {})
@@ -115,7 +119,9 @@ async def test_open_sessions_are_capped_per_key(admin: httpx.AsyncClient, live: 
         assert (await raw.delete(url, headers=first)).status_code == 200
         await _open_raw(raw, url, key, {})  # one ended: room for one more
     runs = (await admin.get("/api/v1/runs", params={"limit": 200})).json()["items"]
-    assert all(r["status"] in ("running", "completed") for r in runs)
+    ours = [r for r in runs if r["api_key_id"] in (key_ids[key], key_ids[other])]
+    assert len(ours) == 4, "three sessions of one key (one ended), one of the other"
+    assert all(r["status"] in ("running", "completed") for r in ours)
 
 
 # --- a worker killed with a call in flight -------------------------------------------------

@@ -52,9 +52,15 @@ def json_log() -> Iterator[io.StringIO]:
     level = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    # httpx's request line is the form under test; a library imported earlier in the run
+    # (LiteLLM) quiets that logger, so it is set to follow the root here.
+    httpx_logger = logging.getLogger("httpx")
+    httpx_level = httpx_logger.level
+    httpx_logger.setLevel(logging.NOTSET)
     yield stream
     root.removeHandler(handler)
     root.setLevel(level)
+    httpx_logger.setLevel(httpx_level)
 
 
 @pytest.fixture(scope="module")

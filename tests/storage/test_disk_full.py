@@ -127,7 +127,8 @@ async def test_a_full_disk_answers_503_and_keeps_nothing_half_written(
         skills = (await client.get("/api/v1/skills", params={"limit": 200})).json()
         assert created["skills"] <= skills["total"] <= created["skills"] + 1, statuses
         for item in skills["items"]:
-            assert item["content"].startswith("step "), "a stored skill is whole"
+            stored = (await client.get(f"/api/v1/skills/{item['id']}")).json()
+            assert stored["content"].startswith("step "), "a stored skill is whole"
         listed = (await client.get(documents, params={"limit": 200})).json()
         assert created["documents"] <= listed["total"], statuses
         assert (await client.get("/readyz")).status_code == 200
