@@ -5,12 +5,14 @@ linked and configured (an approval rule in `model_config_json`, validated beside
 a chat in the playground whose two calls wait, one approved from the inbox with a reason and one
 denied through the API (the live box follows), the run read back with its decisions; answers as
 sanitised Markdown; a connector action tested and an MCP tool called from their pages.
-Screenshots of each page go to docs/img/console/ (embedded in docs/guide/console.md).
+Screenshots of each page go to tests/ui/screenshots/console/, or with QUIVER_DOCS_SCREENSHOTS=1
+to docs/img/console/ (embedded in docs/guide/console.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,7 +29,12 @@ from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 from tests.mcp.servers import TIME_SERVER
 from tests.ui.test_console_browser import sign_in
 
-DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img" / "console"
+DOCS_IMG = (
+    Path(__file__).resolve().parents[2] / "docs" / "img" / "console"
+    if os.environ.get("QUIVER_DOCS_SCREENSHOTS")
+    else Path(__file__).parent / "screenshots" / "console"
+)
+"""The docs' screenshots are rewritten only when asked (`QUIVER_DOCS_SCREENSHOTS=1`)."""
 NAME_RULE = (
     "lowercase letters, digits, - and _, up to 64 characters, starting with a letter or digit"
 )
