@@ -9,7 +9,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 from starlette.types import Scope
 
-from app.ui.render import HERE, SECURITY_HEADERS, install_handlers
+from app.kit.page_headers import SECURITY_HEADERS
+from app.ui.render import HERE, install_handlers
 from app.ui.router import router
 
 STATIC_HEADERS = {k: v for k, v in SECURITY_HEADERS.items() if k != "Cache-Control"}
