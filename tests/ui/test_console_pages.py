@@ -298,6 +298,63 @@ async def test_a_delegation_is_a_step_linking_the_child_run(
     await page.context.close()
 
 
+async def test_the_inbox_names_the_delegate_of_a_delegated_call(
+    chromium: Browser, live: str, scripted_llm: ScriptedLLM
+) -> None:
+    """A call waiting inside a delegation shows the delegate agent, its run and the parent run;
+    approved from the inbox, the parent's playground box follows."""
+    tag = uuid.uuid4().hex[:6]
+    async with api(live) as client:
+        skill = await client.post("/api/v1/skills/import", json={"document": skill_md(tag)})
+        assert skill.status_code == 201, skill.text
+        child = await client.post(
+            "/api/v1/agents",
+            json={
+                "name": f"clerk-{tag}",
+                "skill_ids": [skill.json()["id"]],
+                "model_config_json": {"approval": {"tools": ["read_skill"]}},
+            },
+        )
+        assert child.status_code == 201, child.text
+        parent = await client.post(
+            "/api/v1/agents",
+            json={"name": f"boss-{tag}", "delegate_ids": [child.json()["id"]]},
+        )
+        assert parent.status_code == 201, parent.text
+    scripted_llm.script(
+        Turn(tool_calls=[("d1", "call_agent", {"agent": f"clerk-{tag}", "task": "read it"})]),
+        Turn(tool_calls=[("r1", "read_skill", {"name": f"proc-{tag}"})]),
+        Turn(text="read"),
+        Turn(text="The clerk read it."),
+    )
+    page = await admin_page(chromium, live)
+    await page.goto(f"{live}/ui/playground?agent={parent.json()['id']}")
+    await page.get_by_test_id("chat-input").fill("delegate a read")
+    await page.get_by_test_id("chat-send").click()
+    await expect(page.get_by_test_id("approval")).to_have_count(1)
+    parent_run = await page.get_attribute("#playground", "data-run-id")
+    inbox = await page.context.new_page()
+    await inbox.goto(f"{live}/ui/approvals")
+    row = inbox.get_by_test_id("approval-row").filter(has_text=f"proc-{tag}")
+    await expect(row.get_by_test_id("approval-agent")).to_contain_text(f"clerk-{tag}")
+    parent_link = row.get_by_test_id("approval-parent-run")
+    await expect(parent_link).to_have_attribute("href", f"/ui/runs/{parent_run}")
+    child_link = await row.get_by_test_id("approval-run").get_attribute("href")
+    assert child_link
+    assert child_link != f"/ui/runs/{parent_run}"
+    await row.get_by_test_id("approval-reason").fill("fine")
+    await row.get_by_test_id("approval-approve").click()
+    await expect(inbox.get_by_test_id("notice")).to_contain_text("read_skill: approved")
+    await expect(page.get_by_test_id("chat-status")).to_contain_text("Run completed")
+    await expect(page.get_by_test_id("approval-decision")).to_contain_text("approved")
+    await expect(page.get_by_test_id("chat-answer").last).to_have_text("The clerk read it.")
+    await page.context.close()
+
+
+def skill_md(tag: str) -> str:
+    return f"---\nname: proc-{tag}\ndescription: A procedure\n---\n# Procedure\n\nDo it {tag}.\n"
+
+
 async def test_connector_test_and_mcp_call_forms(chromium: Browser, live: str) -> None:
     tag = uuid.uuid4().hex[:6]
     openapi = (
