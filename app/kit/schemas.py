@@ -18,7 +18,8 @@ from pydantic import (
 
 T = TypeVar("T")
 
-Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
 """Resource names (`mcp-builder`, `sales_db`): lowercase, digits, `_` and `-`, 1-64 chars,
 starting with a letter or digit. They appear inside tool names, which allow the same set."""
 ShortText = Annotated[str, StringConstraints(max_length=2000)]

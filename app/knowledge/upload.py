@@ -104,21 +104,38 @@ async def _document(form: FormData, max_bytes: int) -> Upload:
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         raise Invalid(f"file: required (a file in one of: {', '.join(FORMATS)})")
+    replace = (_text_field(form, "replace") or "false").strip().lower()
+    if replace not in _TRUE:
+        raise Invalid("replace: must be true or false")
+    return await from_upload(
+        upload,
+        name=_text_field(form, "name"),
+        declared=_text_field(form, "format"),
+        replace=_TRUE[replace],
+        max_bytes=max_bytes,
+    )
+
+
+async def from_upload(
+    upload: UploadFile,
+    *,
+    name: str | None,
+    declared: str | None,
+    replace: bool,
+    max_bytes: int,
+) -> Upload:
+    """An uploaded file as a document (the API's multipart form and the console's upload)."""
     raw = await upload.read(max_bytes + 1)
     if len(raw) > max_bytes:
         raise PayloadTooLarge(
             f"file: larger than {max_bytes} bytes (QUIVER_MAX_IMPORT_BYTES); split it into "
             "several documents"
         )
-    declared = _text_field(form, "format")
     if declared is not None and declared not in FORMATS:
         raise Invalid(f"format: must be one of {', '.join(FORMATS)}")
-    replace = (_text_field(form, "replace") or "false").strip().lower()
-    if replace not in _TRUE:
-        raise Invalid("replace: must be true or false")
     try:
-        name = DocumentCreate(name=_text_field(form, "name") or upload.filename or "", text="").name
+        name = DocumentCreate(name=name or upload.filename or "", text="").name
     except ValidationError as exc:
         raise _invalid(exc) from exc
     fmt = declared or detect_format(upload.filename, upload.content_type)
-    return Upload(name=name, raw=raw, format=fmt, replace=_TRUE[replace])
+    return Upload(name=name, raw=raw, format=fmt, replace=replace)

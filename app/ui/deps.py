@@ -14,8 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.session import SessionDep
 from app.errors import Invalid, QuiverError
 from app.kit.request_guard import NUL_MESSAGE
+from app.kit.schemas import SLUG_PATTERN
 from app.ui import sessions
-from app.ui.render import PageForbidden, SignInRequired, back
+from app.ui.render import NavOnly, PageForbidden, SignInRequired, back
 from app.ui.sessions import CSRF_FIELD, Console
 
 PAGE = 25
@@ -30,6 +31,7 @@ async def signed_in(request: Request, session: SessionDep) -> Console:
     console = await sessions.current(session, request)
     if console is None:
         raise SignInRequired()
+    request.state.nav = NavOnly.of(console)  # the 403 and 404 pages keep the navigation
     return console
 
 
@@ -112,11 +114,20 @@ def uuid_or_none(value: str) -> uuid.UUID | None:
         return None
 
 
+NAME_RULE = (
+    "lowercase letters, digits, - and _, up to 64 characters, starting with a letter or digit"
+)
+"""What a resource name (`Slug`) may be, in words rather than its regular expression."""
+
+
 def first_error(exc: ValueError) -> str:
     errors = getattr(exc, "errors", None)
     if callable(errors):
         found = errors()
         if found:
             where = ".".join(str(p) for p in found[0].get("loc", ()))
+            pattern = (found[0].get("ctx") or {}).get("pattern")
+            if found[0].get("type") == "string_pattern_mismatch" and pattern == SLUG_PATTERN:
+                return f"{where}: {NAME_RULE}"
             return f"{where}: {found[0].get('msg', 'invalid')}"
     return str(exc)[:300]

@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+import json
 import uuid
-from typing import Annotated
+from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
 
-from app.agents.schemas import AgentCreate, AgentUpdate
+from app.agents.schemas import AgentCreate, AgentUpdate, Category
 from app.agents.service import agent_service
 from app.chat.selector import llm_selector
 from app.connectors.service import connector_service
 from app.databases.service import database_service
 from app.db.session import SessionDep
 from app.deps import RuntimeDep
+from app.knowledge.service import knowledge_base_service
 from app.mcp.service import mcp_server_service
 from app.skills.service import skill_service
+from app.ui import sessions
 from app.ui.deps import LIST_ALL, PAGE, AdminDep, AdminFormDep, Offset, done
-from app.ui.render import page
+from app.ui.render import back, page
 from app.ui.toolset_view import toolset_view
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+CATEGORIES: tuple[str, ...] = get_args(Category)
 
 
 @router.get("/agents", response_class=HTMLResponse)
@@ -65,6 +70,9 @@ async def agent_detail(
         "database_ids": (await database_service.list(session, limit=LIST_ALL, offset=0))[0],
         "mcp_server_ids": (await mcp_server_service.list(session, limit=LIST_ALL, offset=0))[0],
         "skill_ids": (await skill_service.list(session, limit=LIST_ALL, offset=0))[0],
+        "knowledge_base_ids": (
+            await knowledge_base_service.list(session, limit=LIST_ALL, offset=0)
+        )[0],
         "delegate_ids": [
             other
             for other in (await agent_service.list(session, limit=LIST_ALL, offset=0))[0]
@@ -80,7 +88,65 @@ async def agent_detail(
         view=view,
         choices=choices,
         linked={field: {str(i) for i in getattr(agent, field)} for field in choices},
+        categories=CATEGORIES,
+        config_text=json.dumps(agent.model_config_json, indent=2, ensure_ascii=False),
     )
+
+
+@router.post("/agents/{agent_id}/settings")
+async def save_settings(
+    agent_id: uuid.UUID,
+    form: AdminFormDep,
+    description: Annotated[str, Form(max_length=2000)] = "",
+    instructions: Annotated[str, Form(max_length=200_000)] = "",
+    model: Annotated[str, Form(max_length=128)] = "",
+    model_config_json: Annotated[str, Form(max_length=200_000)] = "{}",
+    all_categories: Annotated[bool, Form()] = False,
+    tool_categories: Annotated[list[str] | None, Form()] = None,
+) -> Response:
+    """Instructions, model, `model_config_json` and tool categories, validated by `AgentUpdate`
+    (the API's own schema); a refused field keeps what was typed and says why beside it."""
+    path = f"/ui/agents/{agent_id}"
+    sent = {
+        "description": description,
+        "instructions": instructions,
+        "model": model,
+        "model_config_json": model_config_json,
+    }
+    fields: dict[str, str] = {}
+    body: dict[str, Any] = {
+        "description": description,
+        "instructions": instructions,
+        "model": model.strip() or None,
+        "tool_categories": None if all_categories else (tool_categories or []),
+    }
+    try:
+        config = json.loads(model_config_json or "{}")
+    except json.JSONDecodeError as exc:
+        fields["model_config_json"] = f"not valid JSON: {exc.msg} (line {exc.lineno})"
+    else:
+        if isinstance(config, dict):
+            body["model_config_json"] = config
+        else:
+            fields["model_config_json"] = "must be a JSON object ({...})"
+    update: AgentUpdate | None = None
+    try:
+        update = AgentUpdate.model_validate(body)
+    except ValidationError as exc:
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else "settings"
+            fields.setdefault(field, str(err["msg"]).removeprefix("Value error, "))
+    if fields or update is None:
+        await form.session.rollback()
+        summary = "; ".join(f"{k}: {v}" for k, v in fields.items())
+        sessions.remember(form.console, error=f"not saved — {summary}", fields=fields, values=sent)
+        return back(path)
+
+    async def write() -> RedirectResponse:
+        await agent_service.update(form.session, agent_id, update)
+        return done(form.console, path, "settings saved")
+
+    return await form.submit(path, write)
 
 
 @router.post("/agents/{agent_id}/links")
@@ -91,6 +157,7 @@ async def link_resources(
     database_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
     mcp_server_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
     skill_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
+    knowledge_base_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
     delegate_ids: Annotated[list[uuid.UUID] | None, Form()] = None,
 ) -> Response:
     path = f"/ui/agents/{agent_id}"
@@ -101,6 +168,7 @@ async def link_resources(
             database_ids=database_ids or [],
             mcp_server_ids=mcp_server_ids or [],
             skill_ids=skill_ids or [],
+            knowledge_base_ids=knowledge_base_ids or [],
             delegate_ids=delegate_ids or [],
         )
         await agent_service.update(form.session, agent_id, update)

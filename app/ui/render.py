@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,28 @@ templates.env.filters["pretty_json"] = lambda value: json.dumps(
 )
 
 
+@dataclass(frozen=True)
+class KeyView:
+    name: str
+    scopes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NavOnly:
+    """What the navigation shows of a signed-in caller, copied when the page started: an
+    error page renders after the request's database session has ended."""
+
+    key: KeyView
+    admin: bool
+    csrf_token: str
+    flash: None = None
+
+    @classmethod
+    def of(cls, console: Console) -> NavOnly:
+        key = KeyView(console.key.name, tuple(console.key.scopes))
+        return cls(key=key, admin=console.admin, csrf_token=console.csrf_token)
+
+
 class SignInRequired(Exception):
     """No live console session: the page answers a redirect to the sign-in form."""
 
@@ -33,7 +56,7 @@ class PageForbidden(Forbidden):
 def page(
     request: Request,
     template: str,
-    console: Console | None,
+    console: Console | NavOnly | None,
     *,
     status_code: int = 200,
     **context: Any,
@@ -46,6 +69,9 @@ def page(
             "csrf_token": console.csrf_token if console else "",
             "notice": (console.flash or {}).get("notice") if console else None,
             "error": (console.flash or {}).get("error") if console else None,
+            "field_errors": (console.flash or {}).get("fields", {}) if console else {},
+            "sent": (console.flash or {}).get("values", {}) if console else {},
+            "result": (console.flash or {}).get("result") if console else None,
             **context,
         },
         status_code=status_code,
@@ -65,7 +91,8 @@ def install_handlers(app: FastAPI) -> None:
 
     async def forbidden(request: Request, exc: Exception) -> Response:
         message = exc.message if isinstance(exc, Forbidden) else "forbidden"
-        return page(request, "forbidden.html", None, status_code=403, message=message, status=403)
+        nav = getattr(request.state, "nav", None)
+        return page(request, "forbidden.html", nav, status_code=403, message=message, status=403)
 
     api_handler = app.exception_handlers.get(QuiverError)
 
@@ -77,8 +104,9 @@ def install_handlers(app: FastAPI) -> None:
             and request.method == "GET"
             and request.url.path.startswith("/ui/")
         ):
+            nav = getattr(request.state, "nav", None)
             return page(
-                request, "forbidden.html", None, status_code=404, message=exc.message, status=404
+                request, "forbidden.html", nav, status_code=404, message=exc.message, status=404
             )
         if api_handler is not None:
             result = api_handler(request, exc)

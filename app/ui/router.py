@@ -8,8 +8,28 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.ui import pages_agents, pages_auth, pages_keys, pages_oauth, pages_resources, pages_runs
+from app.ui import (
+    pages_agents,
+    pages_approvals,
+    pages_auth,
+    pages_keys,
+    pages_knowledge,
+    pages_oauth,
+    pages_resources,
+    pages_runs,
+    pages_tools,
+)
 
 router = APIRouter()
-for pages in (pages_auth, pages_agents, pages_resources, pages_runs, pages_keys, pages_oauth):
+for pages in (
+    pages_auth,
+    pages_agents,
+    pages_approvals,
+    pages_knowledge,
+    pages_resources,
+    pages_runs,
+    pages_tools,
+    pages_keys,
+    pages_oauth,
+):
     router.include_router(pages.router)

@@ -87,9 +87,24 @@ async def current(session: AsyncSession, request: Request) -> Console | None:
     return Console(key=key, csrf_token=row.csrf_token, row=row, flash=shown)
 
 
-def remember(console: Console, *, notice: str | None = None, error: str | None = None) -> None:
-    """Keep a form's outcome for the next page (server-side, never in the address)."""
-    console.row.flash = {"error": error} if error else {"notice": notice or ""}
+def remember(
+    console: Console,
+    *,
+    notice: str | None = None,
+    error: str | None = None,
+    fields: dict[str, str] | None = None,
+    values: dict[str, str] | None = None,
+    result: dict[str, Any] | None = None,
+) -> None:
+    """Keep a form's outcome for the next page (server-side, never in the address): a notice,
+    or an error with the errors of single fields and the values sent (shown again); `result`:
+    a tool test's answer, shown with either."""
+    if error:
+        console.row.flash = {"error": error, "fields": fields or {}, "values": values or {}}
+    else:
+        console.row.flash = {"notice": notice or ""}
+    if result is not None:
+        console.row.flash["result"] = result
 
 
 async def sign_out(session: AsyncSession, request: Request) -> None:

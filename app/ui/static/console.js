@@ -58,6 +58,26 @@
     return JSON.stringify(value, null, 2);
   }
 
+  /* An answer as Markdown: parsed by marked, sanitised by DOMPurify (no script, no event
+   * handler attributes survive); plain text when either library is missing. */
+  function renderMarkdown(element, raw) {
+    element.dataset.raw = raw;
+    if (window.marked && window.DOMPurify) {
+      var html = window.marked.parse(raw, { async: false, gfm: true });
+      element.innerHTML = window.DOMPurify.sanitize(html, {
+        USE_PROFILES: { html: true },
+        FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select"],
+        FORBID_ATTR: ["style"]
+      });
+      element.querySelectorAll("a[href]").forEach(function (a) {
+        a.setAttribute("rel", "noopener noreferrer");
+        a.setAttribute("target", "_blank");
+      });
+    } else {
+      element.textContent = raw;
+    }
+  }
+
   /* Renders run events into the shared transcript markup (_transcript.html). */
   function Transcript(root, runIdOf) {
     this.root = root;
@@ -68,6 +88,10 @@
     this.lastId = 0;
     this.finished = false;
     this.runIdOf = runIdOf;
+    this.approvals = {};
+    this.resolved = {};
+    this.delegations = {};
+    this.replaying = false;
   }
 
   Transcript.prototype.clone = function (id) {
@@ -100,11 +124,13 @@
       case "run_started":
         this.status.textContent = "Running with " + (data.tools || []).length + " tools…";
         break;
-      case "model_delta":
-        this.answerBox().textContent += data.text;
+      case "model_delta": {
+        var box = this.answerBox();
+        renderMarkdown(box, (box.dataset.raw || "") + data.text);
         break;
+      }
       case "message":
-        this.answerBox().textContent = data.content;
+        renderMarkdown(this.answerBox(), data.content || "");
         break;
       case "tool_call": {
         var step = this.clone("tpl-step");
@@ -135,14 +161,25 @@
       case "approval_requested":
         this.approval(data);
         break;
+      case "approval_resolved":
+        this.resolve(data);
+        break;
+      case "delegation_started":
+        this.delegation(data, false);
+        break;
+      case "delegation_finished":
+        this.delegation(data, true);
+        break;
       case "run_finished":
         this.finished = true;
+        this.closeApprovals();
         this.status.textContent = "Run " + data.status + " after " + data.iterations + " iteration(s)" +
           (data.reason ? ": " + data.reason : "") + ".";
         this.root.dispatchEvent(new CustomEvent("run-ended", { detail: data }));
         break;
       case "run_failed":
         this.finished = true;
+        this.closeApprovals();
         this.status.textContent = "Run failed: " + (data.error ? data.error.message : "error") + ".";
         this.root.dispatchEvent(new CustomEvent("run-ended", { detail: data }));
         break;
@@ -158,35 +195,96 @@
     this.log.appendChild(li);
   };
 
-  /* Approval hook: an `approval_requested` event {approval_id, name?, arguments?, reason?}
-   * shows Approve/Deny; each POSTs {decision} to /api/v1/runs/{run_id}/approvals/{approval_id}. */
+  /* An `approval_requested` event {approval_id, name, arguments, agent?, run_id?} shows
+   * Approve/Deny and a reason field; each POSTs {decision, reason} to
+   * /api/v1/runs/{run_id}/approvals/{approval_id}. `approval_resolved` (from here, the inbox,
+   * the API or the timeout) turns the box into its outcome; a replayed run shows it decided. */
   Transcript.prototype.approval = function (data) {
     var li = this.clone("tpl-approval");
+    li.dataset.approvalId = data.approval_id;
     var what = data.name || data.tool || "a tool call";
     li.querySelector(".approval-text").textContent =
-      "Approval needed for " + what + (data.arguments ? " " + pretty(data.arguments) : "") +
+      "Approval needed for " + what + (data.agent ? " (delegate " + data.agent + ")" : "") +
+      (data.arguments ? " " + pretty(data.arguments) : "") +
       (data.reason ? " — " + data.reason : "");
+    this.approvals[data.approval_id] = li;
+    this.log.appendChild(li);
+    var resolved = this.resolved[data.approval_id];
+    if (resolved) {
+      this.settle(li, resolved);
+      return;
+    }
     var runId = this.runIdOf();
     var buttons = li.querySelectorAll("button");
+    var reason = li.querySelector(".approval-reason-input");
+    var message = li.querySelector(".approval-message");
     buttons.forEach(function (button) {
       button.addEventListener("click", async function () {
         buttons.forEach(function (b) { b.disabled = true; });
         var url = "/api/v1/runs/" + encodeURIComponent(runId) + "/approvals/" +
           encodeURIComponent(data.approval_id);
+        var body = { decision: button.dataset.decision };
+        if (reason && reason.value.trim()) body.reason = reason.value.trim();
         var response = await fetch(url, {
           method: "POST",
           credentials: "same-origin",
           headers: apiHeaders({ "Content-Type": "application/json" }),
-          body: JSON.stringify({ decision: button.dataset.decision })
+          body: JSON.stringify(body)
         });
-        li.querySelector(".approval-text").textContent += response.ok
-          ? " — " + button.dataset.decision + " sent"
-          : " — failed (" + response.status + ")";
+        if (!li.classList.contains("decided")) {
+          message.textContent = response.ok
+            ? button.dataset.decision + " sent"
+            : "not decided: " + (await errorText(response));
+        }
       });
     });
-    this.log.appendChild(li);
-    var first = li.querySelector("button");
-    if (first) first.focus();
+    var first = li.querySelector("input, button");
+    if (first && !this.replaying) first.focus();
+  };
+
+  /* Shows an approval's outcome in place of its buttons. */
+  Transcript.prototype.settle = function (li, data) {
+    li.classList.add("decided");
+    var form = li.querySelector(".approval-form");
+    if (form) form.remove();
+    var outcome = li.querySelector(".approval-decision");
+    outcome.hidden = false;
+    var word = { approve: "approved", deny: "denied", timeout: "expired", cancelled: "cancelled" };
+    outcome.textContent = (word[data.decision] || data.decision) +
+      (data.by ? " by " + data.by : "") + (data.reason ? ": “" + data.reason + "”" : "");
+    outcome.dataset.decision = data.decision;
+  };
+
+  Transcript.prototype.resolve = function (data) {
+    this.resolved[data.approval_id] = data;
+    var li = this.approvals[data.approval_id];
+    if (li) this.settle(li, data);
+  };
+
+  /* A run that ended leaves no live buttons (its approvals can no longer be decided). */
+  Transcript.prototype.closeApprovals = function () {
+    for (var id in this.approvals) {
+      var li = this.approvals[id];
+      if (!li.classList.contains("decided")) this.settle(li, { decision: "cancelled", reason: "the run ended" });
+    }
+  };
+
+  /* `delegation_started` / `delegation_finished`: a step linking the child run. */
+  Transcript.prototype.delegation = function (data, finished) {
+    var step = this.delegations[data.child_run_id];
+    if (!step) {
+      step = this.clone("tpl-delegation");
+      var link = step.querySelector(".delegation-link");
+      link.href = "/ui/runs/" + encodeURIComponent(data.child_run_id);
+      link.textContent = "delegated to " + (data.agent || "an agent");
+      this.log.appendChild(step);
+      this.delegations[data.child_run_id] = step;
+      this.answer = null;
+    }
+    step.querySelector(".delegation-state").textContent = finished
+      ? data.status + (data.usage && data.usage.total_tokens ? " · " + data.usage.total_tokens + " tokens" : "")
+      : "running…";
+    step.dataset.status = finished ? data.status : "running";
   };
 
   async function errorText(response) {
