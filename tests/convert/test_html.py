@@ -57,5 +57,5 @@ def test_hostile_markup_is_parsed_in_linear_time(unit: str) -> None:
     page = "<html><body><h1>Kept</h1><p>before</p>" + unit * (2_000_000 // len(unit))
     started = time.process_time()
     text = html_to_page(page).text
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < 10.0  # quadratic parsing takes minutes here
     assert text.startswith("# Kept\n\nbefore")
