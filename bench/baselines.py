@@ -1,8 +1,8 @@
 """The baselines `bench.side_by_side` measures Quiver against, as one small server.
 
-- B1: a minimal FastAPI relay. POST /chat streams the model's reply (httpx, one shared pool)
-  and relays every text chunk as an SSE frame in Quiver's framing (`run_started`,
-  `model_delta`*, `run_finished`). No storage, no auth: the cost of the hop itself.
+- B1: a minimal FastAPI relay. POST /chat `{message, model?}` streams the model's reply
+  (httpx, one shared pool) and relays every text chunk as an SSE frame in Quiver's framing
+  (`run_started`, `model_delta`*, `run_finished`). No storage, no auth: the cost of the hop itself.
 - B2: B1 plus a durable journal: every frame is stored before it is sent, in Postgres through
   asyncpg, all runs' pending events in one multi-row INSERT (`unnest`) per transaction; a
   frame goes out once its batch is committed. The least a durable gateway can do here.
@@ -113,7 +113,7 @@ def build(mode: str, llm_url: str, dsn: str | None) -> FastAPI:
         async def events() -> AsyncIterator[bytes]:
             yield await emit("run_started", {"run_id": str(run_id)})
             upstream = {
-                "model": "bench",
+                "model": body.get("model", "bench"),
                 "messages": [{"role": "user", "content": body["message"]}],
                 "stream": True,
             }

@@ -98,32 +98,31 @@ def selection_chart(benchmarks: dict[str, Any]) -> Figure | None:
 
 
 def side_by_side_chart(benchmarks: dict[str, Any]) -> Figure | None:
-    """Gateway CPU per run and first event at 50 and 200 concurrent runs, beside the baselines."""
+    """Gateway CPU per run and first token at 50 and 200 runs started at once, per model,
+    beside the baselines."""
     result = _ok(benchmarks, "side_by_side")
     if result is None or not isinstance(result.get("gateways"), dict):
         return None
     gateways: dict[str, Any] = result["gateways"]
     names = list(gateways)
-    levels = sorted({int(level) for g in gateways.values() for level in g})
-    fig, (cpu, first) = plt.subplots(1, 2, figsize=(8.8, 3.6))
+    groups = [
+        (model, level)
+        for model in result.get("models", [])
+        for level in sorted(int(n) for n in gateways[names[0]].get(model, {}))
+    ]
+    if not groups:
+        return None
+    fig, (cpu, first) = plt.subplots(1, 2, figsize=(9.6, 3.8))
     width = 0.8 / len(names)
     for i, name in enumerate(names):
-        xs = [j + i * width for j in range(len(levels))]
-        cpu.bar(
-            xs,
-            [gateways[name].get(str(n), {}).get("cpu_ms_per_run", 0) for n in levels],
-            width,
-            label=name,
-        )
-        first.bar(
-            xs,
-            [gateways[name].get(str(n), {}).get("first_event_p50_ms", 0) for n in levels],
-            width,
-            label=name,
-        )
-    for ax, label in ((cpu, "gateway CPU per run (ms)"), (first, "first event p50 (ms)")):
+        xs = [j + i * width for j in range(len(groups))]
+        values = [gateways[name].get(m, {}).get(str(n), {}) for m, n in groups]
+        cpu.bar(xs, [v.get("cpu_ms_per_run", 0) for v in values], width, label=name)
+        first.bar(xs, [v.get("first_token_p50_ms", 0) for v in values], width, label=name)
+    for ax, label in ((cpu, "gateway CPU per run (ms)"), (first, "first token p50 (ms)")):
         ax.set_xticks(
-            [j + 0.4 - width / 2 for j in range(len(levels))], [f"{n} at once" for n in levels]
+            [j + 0.4 - width / 2 for j in range(len(groups))],
+            [f"{n} at once\n{m}" for m, n in groups],
         )
         ax.set_ylabel(label)
         ax.grid(True, axis="y", alpha=0.3)

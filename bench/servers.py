@@ -95,9 +95,14 @@ class Llm:
 
 @contextlib.asynccontextmanager
 async def scripted_llm(
-    *, token_delay_s: float, reply: str, port: int | None = None
+    *,
+    token_delay_s: float,
+    reply: str,
+    port: int | None = None,
+    immediate_models: tuple[str, ...] = (),
 ) -> AsyncIterator[Llm]:
-    """The scripted OpenAI-compatible server in its own process (its CLI)."""
+    """The scripted OpenAI-compatible server in its own process (its CLI); requests naming one
+    of `immediate_models` get their first text chunk at once (`--immediate-model`)."""
     port = port or free_port()
     cmd = [
         sys.executable,
@@ -110,6 +115,8 @@ async def scripted_llm(
         "--reply",
         reply,
     ]
+    for model in immediate_models:
+        cmd += ["--immediate-model", model]
     proc = subprocess.Popen(  # noqa: ASYNC220 - start-up only, returns at once
         cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

@@ -1,29 +1,27 @@
-"""Quiver side by side with baselines and a peer, in one invocation (the issue #15 form).
+"""Quiver side by side with the baselines and a peer, in one invocation (issues #15 and #33).
 
-Every gateway runs in its own process on 127.0.0.1, in front of one scripted LLM (its CLI,
-`REPLY_WORDS` words, `TOKEN_DELAY_S` apart), driven by the same client (this process):
-- B1: a minimal FastAPI relay of the model stream (`bench.baselines --mode b1`);
-- B2: B1 + a batched asyncpg journal, every event stored before it is sent (`--mode b2`);
-- Quiver: `quiver serve` on a throwaway Postgres database (`bench.servers.gateway`), at most
-  30 database connections (`QUIVER_ENV`); `--compare PATH` adds another checkout's Quiver
-  (e.g. a worktree of main) as one more column, measured the same way;
-- LiteLLM: its proxy (`litellm --config …`), when installed: the executable named by
-  `$QUIVER_BENCH_LITELLM`, else `litellm` on PATH (it is not a dependency of Quiver; install
-  it into a separate venv and name its executable). Otherwise "not installed".
+The paths (`bench/chat_peers.py`: direct, B1, B2, Quiver, LiteLLM when installed, `--compare`'s
+other checkout) each run in their own process in front of one scripted model (24 words, 20 ms
+apart), driven by the same client (this process), with two models: one whose first text chunk
+comes at once ("immediate") and one whose first text chunk comes 20 ms after its first chunk
+("delayed").
 
-Measured, `ROUNDS` interleaved rounds (each round: every level, every gateway in turn, the
-order rotated per round), medians over the rounds:
-- gateway CPU per run: the gateway's utime+stime from /proc/<pid>/stat (its child processes
+`ROUNDS` rounds; in each, every (model, level) in a shuffled order, and for each the paths in
+an order shuffled anew (a fixed rotation made one path look 23 % slower than its twin); then
+`TTFT_CALLS` sequential calls per path and model, the pairs shuffled on every iteration.
+Measured per round, reported as medians over the rounds with their spread, and as Quiver / B2
+ratios per round:
+- gateway CPU per run: the path's utime+stime from /proc/<pid>/stat (its child processes
   included) over the level / completed runs;
 - runs/s: completed runs / wall time of the level (all N runs started at once);
-- first event p50: POST to the first SSE `data:` line (Quiver/B1/B2: `run_started`);
-- time to first token at 1 concurrent (`TTFT_CALLS` sequential calls per path, interleaved):
-  the first text chunk, direct to the scripted LLM vs through each gateway;
+- first event p50 (POST to the first SSE `data:` line) and first token p50 (to the first text
+  chunk: `model_delta`, or an OpenAI delta with content) of the N runs started at once;
+- time to first token alone: the sequential calls' first text chunk, direct vs each path;
 - errors: non-200 answers, transport errors, streams without their final event.
 
-Targets (issue #15): CPU per run ≤ 1.5x B2 at 50 and at 200 concurrent; first-event p50 at 200
-concurrent ≤ 2x B2's; TTFT at 1 concurrent ≤ direct + 5 ms; 0 errors.
-Run: `python -m bench.side_by_side [--quick] [--rounds N] [--levels 50,200]`.
+Targets (issue #33): first token p50 at 200 started at once ≤ B2's, with either model; CPU per
+run ≤ B2's at 50 and at 200; time to first token alone ≤ direct + 3 ms with the immediate
+model; 0 errors. Run: `python -m bench.side_by_side [--quick] [--rounds N] [--levels 50,200]`.
 """
 
 from __future__ import annotations
@@ -33,162 +31,38 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
-import statistics
-import subprocess
-import sys
-import tempfile
+import random
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common import percentile, print_table
-from bench.servers import (
-    ROOT,
-    Llm,
-    _stop,
-    _wait_http,
-    free_port,
-    gateway,
-    raise_fd_limit,
-    scripted_llm,
+from bench.chat_peers import (
+    MODELS,
+    REPLY,
+    REPLY_WORDS,
+    TOKEN_DELAY_S,
+    Target,
+    baseline,
+    cpu_seconds,
+    direct,
+    litellm,
+    litellm_executable,
+    quiver,
 )
-from tests.fixtures.database import create_database, drop_database
+from bench.common import percentile
+from bench.servers import raise_fd_limit, scripted_llm
+from bench.side_by_side_report import print_results, print_round, summarise
 
 ROUNDS = 3
 LEVELS = (50, 200)
 TTFT_CALLS = 30
 WARMUP_RUNS = 10
-TOKEN_DELAY_S = 0.02
-REPLY_WORDS = 24
-REPLY = " ".join(f"word{i}" for i in range(REPLY_WORDS))
-MESSAGE = "Summarise the status of the deploy."
 LEVEL_TIMEOUT_S = 300.0
-QUIVER_ENV = {"QUIVER_DB_POOL_SIZE": "20", "QUIVER_DB_MAX_OVERFLOW": "10"}
-"""At most 30 connections per Quiver: two of them plus B2 fit the shared server's default 100."""
-LITELLM_ENV = "QUIVER_BENCH_LITELLM"
-LITELLM_KEY = "sk-quiver-bench-0123456789abcdef0123456789abcdef"
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-# --- gateway processes -------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process and its live descendants (from /proc)."""
-    total = 0.0
-    todo = [pid]
-    while todo:
-        current = todo.pop()
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICKS
-            for task in Path(f"/proc/{current}/task").iterdir():
-                with contextlib.suppress(OSError):
-                    todo.extend(int(c) for c in (task / "children").read_text().split())
-    return total
-
-
-@dataclass
-class Target:
-    name: str
-    pid: int
-    base_url: str
-    path: str
-    """The chat route; "/v1/chat/completions" speaks OpenAI (LiteLLM, direct)."""
-    headers: dict[str, str] = field(default_factory=dict)
-    body: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def openai(self) -> bool:
-        return self.path.endswith("/chat/completions")
-
-
-def openai_body() -> dict[str, Any]:
-    return {"model": "bench", "messages": [{"role": "user", "content": MESSAGE}], "stream": True}
-
-
-@contextlib.asynccontextmanager
-async def baseline(mode: str, llm: Llm) -> AsyncIterator[Target]:
-    db = await create_database("quiver_bench_b2") if mode == "b2" else None
-    port = free_port()
-    cmd = [sys.executable, "-m", "bench.baselines", "--mode", mode, "--port", str(port)]
-    cmd += ["--llm", llm.base_url]
-    if db:
-        cmd += ["--dsn", f"postgresql://postgres@127.0.0.1:5432/{db}"]
-    proc = subprocess.Popen(  # noqa: ASYNC220 - start-up only, returns at once
-        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        await _wait_http(f"{base}/docs", proc)
-        yield Target(mode.upper(), proc.pid, base, "/chat", body={"message": MESSAGE})
-    finally:
-        await asyncio.to_thread(_stop, proc)
-        if db:
-            await drop_database(db)
-
-
-def litellm_executable() -> str | None:
-    named = os.environ.get(LITELLM_ENV)
-    if named:
-        return named if Path(named).exists() else None
-    return shutil.which("litellm")
-
-
-@contextlib.asynccontextmanager
-async def litellm(llm: Llm, exe: str) -> AsyncIterator[Target]:
-    tmp = Path(tempfile.mkdtemp(prefix="quiver-bench-litellm-"))
-    config = tmp / "config.yaml"
-    config.write_text(
-        "model_list:\n"
-        "  - model_name: bench\n"
-        "    litellm_params:\n"
-        "      model: openai/bench\n"
-        f"      api_base: {llm.base_url}\n"
-        "      api_key: bench-key\n"
-        "litellm_settings:\n"
-        "  telemetry: false\n"
-        "  drop_params: true\n"
-    )
-    port = free_port()
-    cmd = [exe, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--num_workers", "1"]
-    env = {
-        "PATH": f"{Path(exe).parent}:/usr/bin:/bin",
-        "HOME": str(tmp),
-        "LITELLM_LOG": "ERROR",
-        "LITELLM_TELEMETRY": "False",
-        "LITELLM_MODE": "PRODUCTION",
-        "DISABLE_SCHEMA_UPDATE": "true",
-        "LITELLM_MASTER_KEY": LITELLM_KEY,  # it refuses to start without one
-    }
-    log = (tmp / "litellm.log").open("wb")
-    proc = subprocess.Popen(  # noqa: ASYNC220 - start-up only, returns at once
-        cmd, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        await _wait_http(f"{base}/health/liveliness", proc, timeout_s=240)
-        yield Target(
-            "LiteLLM",
-            proc.pid,
-            base,
-            "/v1/chat/completions",
-            headers={"Authorization": f"Bearer {LITELLM_KEY}"},
-            body=openai_body(),
-        )
-    finally:
-        await asyncio.to_thread(_stop, proc)
-        log.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-# --- the client --------------------------------------------------------------------------
+SETTLE_S = 0.5
+"""Pause before each level: the previous level's connections settle."""
 
 
 @dataclass
@@ -202,14 +76,14 @@ class Level:
         self.errors[kind] = self.errors.get(kind, 0) + 1
 
 
-async def one_run(client: httpx.AsyncClient, target: Target, out: Level) -> None:
+async def one_run(client: httpx.AsyncClient, target: Target, model: str, out: Level) -> None:
     start = time.perf_counter()
     first_event = first_token = 0.0
     kind = ""
     finished = False
     try:
-        url = f"{target.base_url}{target.path}"
-        async with client.stream("POST", url, json=target.body, headers=target.headers) as response:
+        body, headers = target.bodies[model], target.headers
+        async with client.stream("POST", target.url, json=body, headers=headers) as response:
             if response.status_code != 200:
                 out.error(f"http_{response.status_code}")
                 await response.aread()
@@ -237,19 +111,20 @@ async def one_run(client: httpx.AsyncClient, target: Target, out: Level) -> None
     except (httpx.HTTPError, ValueError) as exc:
         out.error(type(exc).__name__)
         return
-    if not finished:
-        out.error(f"ended_{kind or 'early'}")
+    if not finished or not first_token:
+        out.error(f"ended_{kind or 'early'}" if not finished else "no_token")
         return
     out.completed += 1
     out.first_event.append(first_event - start)
     out.first_token.append(first_token - start)
 
 
-async def level(client: httpx.AsyncClient, target: Target, n: int) -> dict[str, Any]:
+async def level(client: httpx.AsyncClient, target: Target, model: str, n: int) -> dict[str, Any]:
+    """N runs started at once through one path."""
     out = Level()
     cpu = cpu_seconds(target.pid)
     start = time.perf_counter()
-    tasks = [asyncio.create_task(one_run(client, target, out)) for _ in range(n)]
+    tasks = [asyncio.create_task(one_run(client, target, model, out)) for _ in range(n)]
     _, pending = await asyncio.wait(tasks, timeout=LEVEL_TIMEOUT_S)
     for task in pending:
         task.cancel()
@@ -262,56 +137,46 @@ async def level(client: httpx.AsyncClient, target: Target, n: int) -> dict[str, 
         "cpu_ms_per_run": 1000 * cpu / max(1, out.completed),
         "runs_per_s": out.completed / wall,
         "first_event_p50_ms": 1000 * percentile(out.first_event, 50),
+        "first_token_p50_ms": 1000 * percentile(out.first_token, 50),
         "errors": sum(out.errors.values()),
         "error_kinds": out.errors,
     }
 
 
 async def ttft(
-    client: httpx.AsyncClient, targets: list[Target], calls: int
-) -> dict[str, dict[str, float]]:
-    """Sequential calls, one per path in turn: time to the first text chunk."""
-    samples: dict[str, Level] = {t.name: Level() for t in targets}
+    client: httpx.AsyncClient,
+    targets: list[Target],
+    models: list[str],
+    calls: int,
+    rng: random.Random,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Sequential calls, every (path, model) once per iteration in a shuffled order: time to
+    the first text chunk. The first 3 iterations warm up and are not counted."""
+    samples = {t.name: {m: Level() for m in models} for t in targets}
+    pairs = [(t, m) for t in targets for m in models]
     for i in range(calls + 3):
-        for target in targets:
-            sample = Level() if i < 3 else samples[target.name]
-            await one_run(client, target, sample)
+        rng.shuffle(pairs)
+        for target, model in pairs:
+            await one_run(client, target, model, samples[target.name][model] if i >= 3 else Level())
     return {
         name: {
-            "ttft_p50_ms": 1000 * percentile(s.first_token, 50),
-            "first_event_p50_ms": 1000 * percentile(s.first_event, 50),
-            "errors": float(sum(s.errors.values())),
+            model: {
+                "ttft_p50_ms": 1000 * percentile(s.first_token, 50),
+                "first_event_p50_ms": 1000 * percentile(s.first_event, 50),
+                "errors": float(sum(s.errors.values())),
+            }
+            for model, s in by_model.items()
         }
-        for name, s in samples.items()
+        for name, by_model in samples.items()
     }
 
 
-# --- the invocation ------------------------------------------------------------------------
-
-
-async def _warm(client: httpx.AsyncClient, target: Target) -> None:
+async def _warm(client: httpx.AsyncClient, target: Target, models: list[str]) -> None:
     out = Level()
-    for _ in range(WARMUP_RUNS):
-        await one_run(client, target, out)
+    for i in range(WARMUP_RUNS):
+        await one_run(client, target, models[i % len(models)], out)
     if out.errors:
         raise RuntimeError(f"{target.name}: warm-up runs failed: {out.errors}")
-
-
-async def _quiver(
-    stack: contextlib.AsyncExitStack, llm: Llm, name: str, root: Path | None = None
-) -> Target:
-    gw = await stack.enter_async_context(
-        gateway(llm.base_url, database="postgres", root=root, extra_env=QUIVER_ENV)
-    )
-    agent_id = await gw.create_agent()
-    return Target(
-        name,
-        gw.proc.pid,
-        gw.base_url,
-        "/api/v1/chat",
-        headers=dict(gw.client().headers),
-        body={"agent_id": agent_id, "message": MESSAGE},
-    )
 
 
 async def _run(
@@ -320,27 +185,35 @@ async def _run(
     calls: int,
     peer: bool,
     compare: Path | None = None,
+    models: tuple[str, ...] = tuple(MODELS),
+    seed: int | None = None,
 ) -> dict[str, Any]:
     raise_fd_limit()
+    seed = random.randrange(2**32) if seed is None else seed
+    rng = random.Random(seed)
     exe = litellm_executable() if peer else None
     out: dict[str, Any] = {
         "rounds": rounds,
         "levels": list(levels),
+        "models": list(models),
+        "seed": seed,
         "token_delay_ms": TOKEN_DELAY_S * 1000,
         "reply_words": REPLY_WORDS,
         "litellm": exe or "not installed",
+        "load_avg": [os.getloadavg()],
     }
+    immediate = (MODELS["immediate"],)
     async with contextlib.AsyncExitStack() as stack:
         llm = await stack.enter_async_context(
-            scripted_llm(token_delay_s=TOKEN_DELAY_S, reply=REPLY)
+            scripted_llm(token_delay_s=TOKEN_DELAY_S, reply=REPLY, immediate_models=immediate)
         )
         targets = [
             await stack.enter_async_context(baseline("b1", llm)),
             await stack.enter_async_context(baseline("b2", llm)),
+            await quiver(stack, llm, "Quiver"),
         ]
-        targets.append(await _quiver(stack, llm, "Quiver"))
         if compare is not None:
-            targets.append(await _quiver(stack, llm, f"Quiver@{compare.name}", compare))
+            targets.append(await quiver(stack, llm, f"Quiver@{compare.name}", compare))
         if exe:
             targets.append(await stack.enter_async_context(litellm(llm, exe)))
         limits = httpx.Limits(max_connections=max(levels) + 50, max_keepalive_connections=50)
@@ -348,73 +221,32 @@ async def _run(
             httpx.AsyncClient(timeout=httpx.Timeout(120.0, pool=120.0), limits=limits)
         )
         for target in targets:
-            await _warm(client, target)
-        runs: dict[str, dict[int, list[dict[str, Any]]]] = {
-            t.name: {n: [] for n in levels} for t in targets
+            await _warm(client, target, list(models))
+        names = [t.name for t in targets]
+        raw: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {
+            t.name: {m: {str(n): [] for n in levels} for m in models} for t in targets
         }
+        ttft_raw: dict[str, dict[str, list[dict[str, float]]]] = {
+            name: {m: [] for m in models} for name in ("direct", *names)
+        }
+        out["levels_raw"], out["ttft_raw"] = raw, ttft_raw
         for r in range(rounds):
-            order = targets[r % len(targets) :] + targets[: r % len(targets)]
-            for n in levels:
+            units = [(m, n) for m in models for n in levels]
+            rng.shuffle(units)
+            for model, n in units:
+                order = list(targets)
+                rng.shuffle(order)
                 for target in order:
-                    await asyncio.sleep(0.5)  # let the previous level's connections settle
-                    runs[target.name][n].append(await level(client, target, n))
-        direct = Target("direct", llm.proc.pid, llm.base_url, "/chat/completions")
-        direct.body = openai_body()
-        out["ttft"] = await ttft(client, [direct, *targets], calls)
-    out["levels_raw"] = runs
-    out["gateways"] = {
-        name: {str(n): _median(samples) for n, samples in by_level.items()}
-        for name, by_level in runs.items()
-    }
-    out["targets"] = targets_met(out)
+                    await asyncio.sleep(SETTLE_S)
+                    raw[target.name][model][str(n)].append(await level(client, target, model, n))
+            paths = [direct(llm), *targets]
+            for name, by_model in (await ttft(client, paths, list(models), calls, rng)).items():
+                for model, sample in by_model.items():
+                    ttft_raw[name][model].append(sample)
+            out["load_avg"].append(os.getloadavg())
+            print_round(out, r)
+    summarise(out)
     return out
-
-
-def _median(samples: list[dict[str, Any]]) -> dict[str, float]:
-    keys = ("cpu_ms_per_run", "runs_per_s", "first_event_p50_ms")
-    summary = {k: statistics.median(s[k] for s in samples) for k in keys}
-    summary["errors"] = float(sum(s["errors"] for s in samples))
-    return summary
-
-
-def targets_met(r: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue #15's targets as rows: (what, Quiver's value, the bound, pass/fail)."""
-    g, t = r["gateways"], r["ttft"]
-    rows: list[dict[str, Any]] = []
-    for n in r["levels"]:
-        q, b2 = g["Quiver"][str(n)], g["B2"][str(n)]
-        ratio = q["cpu_ms_per_run"] / b2["cpu_ms_per_run"] if b2["cpu_ms_per_run"] else 0.0
-        rows.append(
-            {
-                "target": f"gateway CPU per run at {n} concurrent ≤ 1.5x B2",
-                "value": f"{ratio:.2f}x ({q['cpu_ms_per_run']:.1f} vs "
-                f"{b2['cpu_ms_per_run']:.1f} ms)",
-                "pass": ratio <= 1.5,
-            }
-        )
-    top = str(max(r["levels"]))
-    q, b2 = g["Quiver"][top], g["B2"][top]
-    ratio = q["first_event_p50_ms"] / b2["first_event_p50_ms"] if b2["first_event_p50_ms"] else 0.0
-    rows.append(
-        {
-            "target": f"first-event p50 at {top} concurrent ≤ 2x B2",
-            "value": f"{ratio:.2f}x ({q['first_event_p50_ms']:.0f} vs "
-            f"{b2['first_event_p50_ms']:.0f} ms)",
-            "pass": ratio <= 2.0,
-        }
-    )
-    added = t["Quiver"]["ttft_p50_ms"] - t["direct"]["ttft_p50_ms"]
-    rows.append(
-        {
-            "target": "time to first token at 1 concurrent ≤ direct + 5 ms",
-            "value": f"+{added:.1f} ms ({t['Quiver']['ttft_p50_ms']:.1f} vs "
-            f"{t['direct']['ttft_p50_ms']:.1f} ms)",
-            "pass": added <= 5.0,
-        }
-    )
-    errors = sum(v["errors"] for v in g["Quiver"].values()) + t["Quiver"]["errors"]
-    rows.append({"target": "0 errors (Quiver)", "value": f"{errors:.0f}", "pass": errors == 0})
-    return rows
 
 
 def run(quick: bool = False, peer: bool = True) -> dict[str, Any]:
@@ -423,84 +255,14 @@ def run(quick: bool = False, peer: bool = True) -> dict[str, Any]:
     return asyncio.run(_run(rounds, LEVELS, calls, peer))
 
 
-def table(r: dict[str, Any]) -> list[list[Any]]:
-    """The side-by-side table: one row per metric, one column per gateway (medians)."""
-    names = list(r["gateways"])
-    g, t = r["gateways"], r["ttft"]
-    rows: list[list[Any]] = []
-
-    def ratio(value: float, base: float) -> str:
-        return f" ({value / base:.2f}x)" if base else ""
-
-    for n in r["levels"]:
-        key = str(n)
-        b2 = g["B2"][key]
-        rows.append(
-            [f"gateway CPU per run, {n} concurrent (ms)"]
-            + [
-                f"{g[x][key]['cpu_ms_per_run']:.1f}"
-                + ratio(g[x][key]["cpu_ms_per_run"], b2["cpu_ms_per_run"])
-                for x in names
-            ]
-        )
-    for n in r["levels"]:
-        key = str(n)
-        rows.append([f"runs/s, {n} concurrent"] + [f"{g[x][key]['runs_per_s']:.0f}" for x in names])
-    for n in r["levels"]:
-        key = str(n)
-        b2 = g["B2"][key]
-        rows.append(
-            [f"first event p50, {n} concurrent (ms)"]
-            + [
-                f"{g[x][key]['first_event_p50_ms']:.0f}"
-                + ratio(g[x][key]["first_event_p50_ms"], b2["first_event_p50_ms"])
-                for x in names
-            ]
-        )
-    rows.append(
-        [f"time to first token, 1 concurrent (ms; direct {t['direct']['ttft_p50_ms']:.1f})"]
-        + [f"{t[x]['ttft_p50_ms']:.1f}" for x in names]
-    )
-    rows.append(
-        ["errors"]
-        + [f"{sum(v['errors'] for v in g[x].values()) + t[x]['errors']:.0f}" for x in names]
-    )
-    return rows
-
-
-def print_results(r: dict[str, Any]) -> None:
-    names = list(r["gateways"])
-    print(
-        f"{r['rounds']} interleaved round(s), medians; {r['reply_words']} words "
-        f"{r['token_delay_ms']:.0f} ms apart; LiteLLM: {r['litellm']}"
-    )
-    print_table(table(r), ["per run", *names])
-    print()
-    print_table(
-        [[row["target"], row["value"], "pass" if row["pass"] else "FAIL"] for row in r["targets"]],
-        ["target", "Quiver", "status"],
-    )
-
-
-def markdown(r: dict[str, Any]) -> str:
-    names = list(r["gateways"])
-    lines = ["| per run, medians | " + " | ".join(names) + " |"]
-    lines.append("|---|" + "---:|" * len(names))
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in table(r)]
-    lines += ["", "| target | Quiver | status |", "|---|---|---|"]
-    lines += [
-        f"| {row['target']} | {row['value']} | {'pass' if row['pass'] else 'FAIL'} |"
-        for row in r["targets"]
-    ]
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round, 10 TTFT calls")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)))
-    parser.add_argument("--ttft-calls", type=int, default=None)
+    parser.add_argument("--models", default=",".join(MODELS), help="immediate,delayed")
+    parser.add_argument("--ttft-calls", type=int, default=None, help="per round, path and model")
+    parser.add_argument("--seed", type=int, default=None, help="the shuffles' seed")
     parser.add_argument("--no-peer", action="store_true", help="skip LiteLLM even if installed")
     parser.add_argument("--json", help="also write the results there")
     parser.add_argument(
@@ -512,12 +274,14 @@ def main() -> None:
     rounds = args.rounds or (1 if args.quick else ROUNDS)
     calls = args.ttft_calls or (10 if args.quick else TTFT_CALLS)
     levels = tuple(int(x) for x in args.levels.split(",") if x)
-    r = asyncio.run(_run(rounds, levels, calls, not args.no_peer, args.compare))
+    models = tuple(m for m in args.models.split(",") if m)
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown model(s) {sorted(unknown)}: choose from {list(MODELS)}")
+    r = asyncio.run(_run(rounds, levels, calls, not args.no_peer, args.compare, models, args.seed))
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=1) + "\n")
-    print_results(r)
-    print()
-    print(markdown(r))
+    print_results(r, markdown=True)
 
 
 if __name__ == "__main__":

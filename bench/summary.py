@@ -325,12 +325,18 @@ def side_by_side(r: dict[str, Any]) -> list[Row]:
         [f"side by side: {t['target']}", t["value"], "", "pass" if t["pass"] else "miss"]
         for t in r["targets"]
     ]
-    for name, levels in r["gateways"].items():
-        cpu = " / ".join(_fmt(m["cpu_ms_per_run"]) for m in levels.values())
-        rps = " / ".join(_fmt(m["runs_per_s"]) for m in levels.values())
-        rows.append(
-            [f"side by side: {name} CPU ms per run @ {'/'.join(levels)}", cpu, f"{rps} runs/s", ""]
-        )
+    for name, models in r["gateways"].items():
+        for model, levels in models.items():
+            cpu = " / ".join(_fmt(m["cpu_ms_per_run"]) for m in levels.values())
+            rps = " / ".join(_fmt(m["runs_per_s"]) for m in levels.values())
+            rows.append(
+                [
+                    f"side by side: {name} CPU ms per run @ {'/'.join(levels)} ({model})",
+                    cpu,
+                    f"{rps} runs/s",
+                    "",
+                ]
+            )
     return rows
 
 
