@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from app.llm.aionet import http_transport
 from app.llm.errors import ERROR_SNIPPET_CHARS, LlmError, error_detail, retry_after
 from app.llm.stream import ChunkError, SseDecoder, StreamAssembler, completion_from_json
 from app.llm.types import ChatMessage, Completion, TextDelta
@@ -335,7 +336,8 @@ class LlmClient:
 
 
 class _ShardedPool(httpx.AsyncBaseTransport):
-    """Model calls spread over several small connection pools, the least busy one first.
+    """Model calls spread over several small connection pools, the least busy one first; each
+    pool reads through asyncio transports (`app/llm/aionet.py`), not anyio.
 
     httpcore's pool walks all its connections on every request and every response close,
     polls each idle socket, and counts the idle ones once per idle connection (quadratic): with
@@ -347,10 +349,7 @@ class _ShardedPool(httpx.AsyncBaseTransport):
     def __init__(self, shards: int, *, keepalive: int) -> None:
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=keepalive)
         tls = httpx.create_ssl_context(trust_env=False)  # built once (~0.1 s), shared
-        self._pools = [
-            httpx.AsyncHTTPTransport(verify=tls, limits=limits, trust_env=False)
-            for _ in range(shards)
-        ]
+        self._pools = [http_transport(tls=tls, limits=limits) for _ in range(shards)]
         self._busy = [0] * shards
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import ipaddress
 import ssl
 from collections.abc import AsyncIterator, Iterator
@@ -10,10 +9,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from app.config import Settings
 from app.security.egress import (
@@ -27,6 +22,7 @@ from app.security.egress import (
     new_http_client,
 )
 from tests.connectors.server_app import LocalServer
+from tests.fixtures.tls import self_signed
 
 CORPUS = Path(__file__).with_name("egress_corpus.tsv")
 LOOPBACK = Settings(egress_allow_cidrs=["127.0.0.0/8"])
@@ -231,32 +227,7 @@ async def test_response_is_capped_while_streaming(server: LocalServer) -> None:
 
 @pytest.fixture(scope="module")
 def localhost_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    folder = tmp_path_factory.mktemp("tls")
-    certfile, keyfile = folder / "cert.pem", folder / "key.pem"
-    certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    keyfile.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(certfile), str(keyfile)
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")

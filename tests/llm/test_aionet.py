@@ -1,0 +1,175 @@
+"""The model calls' network layer (`app/llm/aionet.py`): httpcore over asyncio transports, against
+the scripted model served over plain HTTP and over TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+import uvloop
+
+from app.llm.aionet import http_transport
+from app.llm.client import LlmClient
+from app.llm.types import ChatMessage, Completion, TextDelta
+from tests.fixtures.scripted_llm import ScriptedLLM, Turn
+from tests.fixtures.threaded_server import ThreadedServer
+from tests.fixtures.tls import self_signed
+
+LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=4)
+TEXT = "one two three four five six"
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    return self_signed(tmp_path_factory.mktemp("aionet"))
+
+
+@pytest.fixture
+def tls_llm(cert: tuple[str, str]) -> Iterator[tuple[ScriptedLLM, str]]:
+    """The scripted model behind TLS: (its script, its https base URL by name)."""
+    llm = ScriptedLLM(token_delay_s=0.002)
+    server = ThreadedServer("tls-llm")
+    server.start(llm.app(), ssl_certfile=cert[0], ssl_keyfile=cert[1])
+    yield llm, f"https://localhost:{server.port}/v1"
+    server.stop()
+
+
+@pytest.fixture
+async def client(
+    cert: tuple[str, str], tls_llm: tuple[ScriptedLLM, str]
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on the backend, trusting the test certificate (closed before the TLS
+    server stops)."""
+    tls = ssl.create_default_context(cafile=cert[0])
+    async with httpx.AsyncClient(transport=http_transport(tls=tls, limits=LIMITS)) as http:
+        yield http
+
+
+async def chat(http: httpx.AsyncClient, base_url: str) -> tuple[str, Completion]:
+    llm = LlmClient(
+        base_url=base_url, api_key="k", model="m", timeout_s=5, max_retries=0, http=http
+    )
+    text, completion = "", None
+    async for item in llm.stream_chat([ChatMessage.user("hi")], tools=None):
+        if isinstance(item, TextDelta):
+            text += item.text
+        else:
+            completion = item
+    assert completion is not None
+    return text, completion
+
+
+async def test_streams_over_plain_http_and_tls_reusing_the_connection(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM, tls_llm: tuple[ScriptedLLM, str]
+) -> None:
+    secure, secure_url = tls_llm
+    for server, url in ((scripted_llm, scripted_llm.base_url), (secure, secure_url)):
+        server.script(Turn(text=TEXT), Turn(text=TEXT))
+        for _ in range(2):
+            text, completion = await chat(client, url)
+            assert (text, completion.text, completion.finish_reason) == (TEXT, TEXT, "stop")
+    assert len(secure.requests) == 2
+
+
+async def test_a_certificate_the_client_does_not_trust_fails_the_connect(
+    tls_llm: tuple[ScriptedLLM, str],
+) -> None:
+    _, url = tls_llm
+    tls = ssl.create_default_context()  # the system's CAs only
+    async with httpx.AsyncClient(transport=http_transport(tls=tls, limits=LIMITS)) as http:
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            await http.get(f"{url}/models")
+
+
+async def test_a_closed_port_is_a_connect_error(client: httpx.AsyncClient) -> None:
+    with pytest.raises(httpx.ConnectError):
+        await client.get("http://127.0.0.1:9/v1/models")
+
+
+async def test_a_read_that_waits_past_its_timeout_raises_read_timeout(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(Turn(text=TEXT, stall_after_chunks=2, stall_s=2.0))
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    url = f"{scripted_llm.base_url}/chat/completions"
+    async with client.stream("POST", url, json=body, timeout=httpx.Timeout(5, read=0.2)) as r:
+        with pytest.raises(httpx.ReadTimeout):
+            async for _ in r.aiter_bytes():
+                pass
+
+
+async def test_a_connection_cut_mid_stream_is_an_error_and_the_next_call_reconnects(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(Turn(text=TEXT, drop_after_chunks=3), Turn(text=TEXT))
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    url = f"{scripted_llm.base_url}/chat/completions"
+    async with client.stream("POST", url, json=body) as r:
+        with pytest.raises(httpx.RemoteProtocolError):
+            await r.aread()
+    assert (await chat(client, scripted_llm.base_url))[0] == TEXT
+
+
+async def test_a_kept_connection_the_server_closed_is_not_reused() -> None:
+    server = ScriptedLLM(default_turn=Turn(text=TEXT))
+    tls = ssl.create_default_context()
+    async with httpx.AsyncClient(transport=http_transport(tls=tls, limits=LIMITS)) as http:
+        await asyncio.to_thread(server.start)
+        port = server.port
+        try:
+            assert (await chat(http, server.base_url))[0] == TEXT
+        finally:
+            await asyncio.to_thread(server.stop)  # closes the kept connection
+        restarted = ScriptedLLM(default_turn=Turn(text="again"), port=port)
+        await asyncio.to_thread(restarted.start)
+        try:
+            assert (await chat(http, restarted.base_url))[0] == "again"
+        finally:
+            await asyncio.to_thread(restarted.stop)
+
+
+async def test_bodies_larger_than_the_socket_buffers_go_both_ways(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM, tls_llm: tuple[ScriptedLLM, str]
+) -> None:
+    """Reads pause the socket above 256 KiB buffered and resume as they take it; writes wait
+    for the socket to drain."""
+    big = "x" * 3_000_000
+    secure, secure_url = tls_llm
+    for server, url in ((scripted_llm, scripted_llm.base_url), (secure, secure_url)):
+        server.script(Turn(text=big, ignore_stream=True))
+        llm = LlmClient(
+            base_url=url, api_key="k", model="m", timeout_s=20, max_retries=0, http=client
+        )
+        completion = await llm.complete([ChatMessage.user(big)], tools=None)
+        assert completion.text == big
+        assert server.requests[-1]["messages"][0]["content"] == big
+
+
+def test_streams_over_tls_on_uvloop(
+    cert: tuple[str, str], tls_llm: tuple[ScriptedLLM, str]
+) -> None:
+    """`quiver serve` runs on uvloop, whose transports are not asyncio's classes."""
+    server, url = tls_llm
+    server.script(Turn(text=TEXT), Turn(text=TEXT))
+
+    async def twice() -> list[str]:
+        tls = ssl.create_default_context(cafile=cert[0])
+        async with httpx.AsyncClient(transport=http_transport(tls=tls, limits=LIMITS)) as http:
+            return [(await chat(http, url))[0] for _ in range(2)]
+
+    assert uvloop.run(twice()) == [TEXT, TEXT]
+
+
+def test_the_model_client_reads_through_the_asyncio_backend() -> None:
+    """The pools `LlmClient` builds for itself are this backend's (not httpx's default)."""
+    from app.llm.aionet import AsyncioBackend
+
+    llm = LlmClient(
+        base_url="http://127.0.0.1:9/v1", api_key=None, model="m", timeout_s=1, max_retries=0
+    )
+    pools = llm._client()._transport._pools  # type: ignore[attr-defined]
+    assert len(pools) > 1
+    assert all(isinstance(p._pool._network_backend, AsyncioBackend) for p in pools)
