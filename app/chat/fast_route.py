@@ -8,7 +8,9 @@ body that validates as `ChatRequest`, a bearer key the key cache answers without
 (`ApiKeyCache.cached`) with scope `chat` or `admin`, a valid `X-Quiver-User`. Everything else
 (no key, a key not cached or due for its use record, another content type, a body or header
 that does not validate, the console's session) goes on to the route unchanged, which answers it
-as before (401, 403, 422, ...). Errors of the run start are rendered as the app's handlers do.
+as before (401, 403, 422, ...). Errors of the run start are rendered by the app's handlers'
+function (`quiver_error_response`). tests/chat/test_fast_route_alike.py sends each kind of
+request through both and compares the answers.
 
 Pure ASGI, inside the bearer pre-check and the request guard (body size, NUL characters), so
 those still run first; `scope["route"]` is the chat route, for the metrics' route label.
@@ -19,7 +21,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.apikeys.cache import ApiKeyCache
@@ -27,7 +28,7 @@ from app.chat.router import run_stream
 from app.chat.runner import RunManager
 from app.chat.schemas import ChatRequest
 from app.config import Settings
-from app.errors import STORAGE_ERRORS, QuiverError, error_body, storage_unavailable
+from app.errors import STORAGE_ERRORS, QuiverError, quiver_error_response, storage_unavailable
 from app.kit.request_guard import replay_body
 from app.tenancy.principal import Principal, user_header
 
@@ -85,10 +86,7 @@ class ChatFastPath:
             known = exc if isinstance(exc, QuiverError) else storage_unavailable(exc)
             if known is None:
                 raise
-            error = JSONResponse(
-                error_body(known.kind, known.message), known.status_code, headers=known.headers()
-            )
-            await error(scope, receive, send)
+            await quiver_error_response(self.path, known)(scope, receive, send)
             return
         settings: Settings = state.settings
         await run_stream(active, queue, settings)(scope, receive, send)

@@ -1,5 +1,6 @@
 """`POST /api/v1/chat` is answered by `ChatFastPath` (app/chat/fast_route.py) when the key cache
-answers its key, by the route otherwise: which requests it takes; the same answers either way."""
+answers its key, by the route otherwise: which requests it takes (that both answer alike:
+test_fast_route_alike.py)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,13 @@ import json
 import uuid
 from typing import Any
 
-import httpx
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.apikeys.schemas import ApiKeyCreate
 from app.apikeys.service import api_key_service
 from app.chat.fast_route import ChatFastPath
-from tests.chat.conftest import CreateAgent, unique
-from tests.fixtures.live import read_sse
-from tests.fixtures.scripted_llm import ScriptedLLM, Turn
+from tests.chat.conftest import unique
 
 
 def scope(token: str | None, *, content_type: bytes = b"application/json") -> dict[str, Any]:
@@ -48,59 +46,3 @@ async def test_only_a_key_the_cache_answers_and_a_valid_json_body_take_the_fast_
         assert other is None
     runtime.keys.clear()
     assert ChatFastPath._request(scope(token), body, runtime) is None
-
-
-async def answer(client: httpx.AsyncClient, case: dict[str, Any]) -> tuple[int, Any]:
-    response = await client.post("/api/v1/chat", **case)
-    return response.status_code, response.json()
-
-
-async def test_the_route_and_the_fast_path_answer_alike(
-    live: httpx.AsyncClient, create_agent: CreateAgent, scripted_llm: ScriptedLLM
-) -> None:
-    agent = (await create_agent())["id"]
-    cases: list[dict[str, Any]] = [
-        {"json": {"agent_id": str(uuid.uuid4()), "message": "hi"}},  # 404
-        {
-            "json": {"agent_id": agent, "message": "hi", "user": "a"},
-            "headers": {"X-Quiver-User": "b"},
-        },
-        {"json": {"agent_id": agent}},  # 422: no message
-        {
-            "content": json.dumps({"agent_id": agent, "message": "hi"}),
-            "headers": {"Content-Type": "text/plain"},
-        },
-        {"json": {"agent_id": agent, "message": "hi"}, "headers": {"X-Quiver-User": "u" * 300}},
-    ]
-    for case in cases:
-        created = await live.post(
-            "/api/v1/api-keys", json={"name": unique("k"), "scopes": ["chat"]}
-        )
-        key = created.json()["key"]
-        async with httpx.AsyncClient(
-            base_url=str(live.base_url), headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as client:
-            first = await answer(client, case)  # a new key: the route (and the key is cached)
-            again = await answer(client, case)  # the fast path when it takes the request
-        assert first[0] in (404, 422), first
-        assert again == first
-    counted = 'quiver_http_requests_total{method="POST",route="/api/v1/chat",status="200"}'
-
-    async def chats_counted() -> float:
-        for line in (await live.get("/metrics")).text.splitlines():
-            if line.startswith(counted):
-                return float(line.split()[-1])
-        return 0.0
-
-    before = await chats_counted()
-    scripted_llm.script(Turn(text="hello"), Turn(text="hello"))
-    for _ in range(2):  # the route, then the fast path
-        async with live.stream(
-            "POST", "/api/v1/chat", json={"agent_id": agent, "message": "hi"}
-        ) as r:
-            assert r.status_code == 200
-            assert r.headers["content-type"].startswith("text/event-stream")
-            events = await read_sse(r)
-        assert [e.event for e in events][:: len(events) - 1] == ["run_started", "run_finished"]
-        assert r.headers["x-run-id"] == events[0].data["run_id"]
-    assert await chats_counted() == before + 2  # the fast path's under the route's label too
