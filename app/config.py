@@ -99,6 +99,10 @@ class Settings(BaseSettings):
     tool_selection_strategy: SelectionStrategy = SelectionStrategy.HYBRID
     tool_selection_prewarm: bool = True
     """Build recently changed agents' tool rankers in the background (pipeline/warm.py)."""
+    tool_index_inline_max: int = Field(300, ge=0)
+    """Tool sets up to this size get a missing ranker built on the request that needs it;
+    a larger one is built in the background while that request is ranked by a quick word
+    match (pipeline/index_builds.py)."""
 
     # --- safety ---
     mcp_stdio_commands: Annotated[list[str], NoDecode] = Field(default_factory=list)

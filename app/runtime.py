@@ -37,6 +37,7 @@ from app.mcp.models import McpServer
 from app.mcp.pool import McpPool
 from app.mcp.repository import McpServerRepository
 from app.ops.metrics import Metrics
+from app.pipeline import index_builds
 from app.pipeline.couse import CoUsePriors
 from app.pipeline.sources.backends import Backends
 from app.pipeline.warm import IndexWarmer
@@ -177,6 +178,9 @@ class Runtime:
         if background is None and settings.tool_selection_prewarm:
             runtime.warmer = IndexWarmer(sessionmaker, agents, settings, backends)
             runtime.warmer.start()
+        metrics.index_builds.set_function(
+            lambda: index_builds.pending() + bool(runtime.warmer and runtime.warmer.busy)
+        )
         return runtime
 
     async def store_mcp_tools(self, server_id: uuid.UUID, tools: list[dict[str, Any]]) -> None:

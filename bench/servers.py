@@ -174,9 +174,12 @@ async def gateway(
     extra_env: dict[str, str] | None = None,
     root: Path | None = None,
     workers: int = 1,
+    database_url: str | None = None,
 ) -> AsyncIterator[Gateway]:
     """`quiver serve` in a subprocess on a throwaway database (dropped/removed afterwards).
 
+    `database_url`: serve this Postgres database instead, and keep it (a restart on the same
+    data; pass the same `QUIVER_SECRET_KEYS` in `extra_env`).
     `profile_to`: run it under pyinstrument and write a text report there on exit.
     `root`: the checkout whose `app` package is served (default: this one), e.g. another
     git worktree to compare two versions in one invocation.
@@ -187,8 +190,11 @@ async def gateway(
     if database == "auto":
         database = "postgres" if await _postgres_up() else "sqlite"
     tmp = Path(tempfile.mkdtemp(prefix="quiver-bench-"))
-    db_name = await create_database("quiver_bench") if database == "postgres" else None
-    url = f"postgresql://postgres@127.0.0.1:5432/{db_name}" if db_name else ""
+    if database_url:
+        database = "postgres"
+    throwaway = database == "postgres" and not database_url
+    db_name = await create_database("quiver_bench") if throwaway else None
+    url = f"postgresql://postgres@127.0.0.1:5432/{db_name}" if db_name else database_url or ""
     port = free_port()
     env = {
         "PATH": "/usr/bin:/bin",

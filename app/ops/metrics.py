@@ -13,6 +13,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     ProcessCollector,
     generate_latest,
@@ -50,6 +51,13 @@ class Metrics:
             ["kind", "ok"],
             registry=self.registry,
         )
+        self.index_builds = Gauge(
+            "quiver_tool_index_builds",
+            "Tool rankers being built in the background, or a warm-up due",
+            registry=self.registry,
+        )
+        """Set by the runtime (app/pipeline/warm.py, index_builds.py): 0 once start-up's
+        and the last change's warm-ups are done."""
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds (docs/operations.md)
         ProcessCollector(registry=self.registry)
 

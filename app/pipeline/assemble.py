@@ -106,6 +106,7 @@ async def step_selection(
         strategy=config.selection_strategy,
         selector=selector,
         prior=prior,
+        inline_max=config.index_inline_max,
     )
     if result is None:
         return toolset, None, None
@@ -113,7 +114,10 @@ async def step_selection(
     # Ranks what selection ranked (the same cached ranker), minus what is loaded.
     pool = selection_candidates(toolset, pinned)
     request_tools = RequestToolsToolset(
-        active, query, rank=local_rank(config.selection_strategy), pool=pool
+        active,
+        query,
+        rank=local_rank(config.selection_strategy, config.index_inline_max),
+        pool=pool,
     )
     visible = CombinedToolset([active, request_tools], label="selected")
     return visible, result, active

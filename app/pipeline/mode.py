@@ -73,6 +73,9 @@ class RunConfig:
     """Which calls wait for a person (see `app.approvals`)."""
     knowledge: Knowledge | None = None
     """The `knowledge` tool's settings (`min_score`)."""
+    index_inline_max: int | None = None
+    """Tool sets above this size never get their ranker built on a request (see
+    `pipeline/index_builds.py`); None: built where needed."""
 
 
 def parse_agent_config(raw: dict[str, Any] | None) -> AgentConfig:
@@ -108,6 +111,7 @@ def resolve_config(config: AgentConfig, settings: Settings) -> RunConfig:
         temperature=config.temperature,
         approval=config.approval,
         knowledge=config.knowledge,
+        index_inline_max=settings.tool_index_inline_max,
         context_budget=max(
             256,
             (config.context_tokens or settings.llm_context_tokens)

@@ -72,11 +72,11 @@ def count_prompt_tokens(system_prompt: str, tools: list[dict[str, Any]]) -> Toke
 
 
 def selection_preview(toolset: AssembledToolset, query: str) -> SelectionPreview | None:
-    result, active = toolset.selection, toolset.active_set
+    result, active, config = toolset.selection, toolset.active_set, toolset.config
     if result is None or active is None:
         return None
     listing = RequestToolsToolset(
-        active, query, rank=local_rank(toolset.config.selection_strategy)
+        active, query, rank=local_rank(config.selection_strategy, config.index_inline_max)
     ).listing()
     return SelectionPreview(
         strategy=result.strategy.value,

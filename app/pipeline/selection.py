@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from app.config import SelectionStrategy
 from app.pipeline.couse import DEPTH, CoUsePrior
 from app.pipeline.hybrid import HybridRanker
+from app.pipeline.index_builds import quick_rank, ranker_now
 from app.pipeline.ranker import LexicalRanker, ScoredTool
 from app.tools.base import ToolDef
 
@@ -39,7 +40,8 @@ class SelectionResult:
     """Tools left for `request_tools`, in catalog order."""
     elapsed_ms: float
     fallback: str | None = None
-    """Why the llm strategy fell back to lexical, if it did."""
+    """Why the llm strategy fell back to lexical, or the ranker to a quick word match while
+    its index is built, if either did."""
     promoted: tuple[str, ...] = ()
     """Tools in `selected` that the co-use prior moved up from below the top `max_tools`."""
     scores: tuple[float | None, ...] = ()
@@ -67,13 +69,17 @@ def rank_scored(
     strategy: SelectionStrategy,
     *,
     weak: bool = False,
+    inline_max: int | None = None,
 ) -> list[ScoredTool]:
     """The one local ranking: runtime selection, `request_tools` and every meta-tool's
     `search` call it. The top k tools at or above the ranker's minimum score, best first
-    (`weak`: see `CachedRanker.kept`)."""
+    (`weak`: see `CachedRanker.kept`). Above `inline_max` tools, while their ranker is being
+    built, `quick_rank`'s (see `index_builds.py`)."""
     if not candidates or not query.strip():
         return []
-    ranker = ranker_class(strategy).cached(candidates)
+    ranker = ranker_now(ranker_class(strategy), candidates, inline_max)
+    if ranker is None:
+        return quick_rank(query, candidates, k)
     return ranker.kept(ranker.rank(query, k), k, weak=weak)
 
 
@@ -87,9 +93,18 @@ def rank_hybrid(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]:
     return [s.name for s in rank_scored(query, candidates, k, SelectionStrategy.HYBRID)]
 
 
-def local_rank(strategy: SelectionStrategy) -> Callable[[str, Sequence[ToolDef], int], list[str]]:
+def local_rank(
+    strategy: SelectionStrategy, inline_max: int | None = None
+) -> Callable[[str, Sequence[ToolDef], int], list[str]]:
     """`rank(query, tools, k) -> names` for a strategy (`rank_scored`'s names)."""
-    return rank_hybrid if strategy is SelectionStrategy.HYBRID else rank_lexical
+    if inline_max is None:
+        return rank_hybrid if strategy is SelectionStrategy.HYBRID else rank_lexical
+
+    def rank(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]:
+        scored = rank_scored(query, candidates, k, strategy, inline_max=inline_max)
+        return [s.name for s in scored]
+
+    return rank
 
 
 Chosen = tuple[list[str], tuple[str, ...], dict[str, float]]
@@ -135,6 +150,39 @@ async def rank_llm(
     return [n for n in dict.fromkeys(names) if n in known][:k]
 
 
+def _building(
+    query: str,
+    candidates: Sequence[ToolDef],
+    k: int,
+    strategy: SelectionStrategy,
+    inline_max: int | None,
+) -> Chosen | None:
+    """`quick_rank`'s choice while the strategy's ranker for these tools is built in the
+    background (`index_builds.py`); None when the ranker is there or cheap to build here."""
+    if inline_max is None or not candidates or not query.strip():
+        return None
+    if ranker_now(ranker_class(strategy), candidates, inline_max) is not None:
+        return None
+    scored = quick_rank(query, candidates, k)
+    return [s.name for s in scored], (), {s.name: s.score for s in scored}
+
+
+def _local(
+    strategy: SelectionStrategy,
+    query: str,
+    candidates: Sequence[ToolDef],
+    k: int,
+    prior: CoUsePrior | None,
+    inline_max: int | None,
+    reason: str | None = None,
+) -> tuple[Chosen, SelectionStrategy, str | None]:
+    quick = _building(query, candidates, k, strategy, inline_max)
+    if quick is None:
+        return rank_with_prior(strategy, query, candidates, k, prior), strategy, reason
+    building = f"the index of these {len(candidates)} tools is being built: a word match chose"
+    return quick, strategy, f"{reason}; {building}" if reason else building
+
+
 async def _choose(
     query: str,
     candidates: Sequence[ToolDef],
@@ -142,6 +190,7 @@ async def _choose(
     strategy: SelectionStrategy,
     selector: LlmSelector | None,
     prior: CoUsePrior | None,
+    inline_max: int | None = None,
 ) -> tuple[Chosen, SelectionStrategy, str | None]:
     """The prior applies to local rankings only: the llm names `k` tools and no runners-up."""
     if strategy is SelectionStrategy.LLM:
@@ -158,8 +207,8 @@ async def _choose(
                     return (chosen, (), {}), SelectionStrategy.LLM, None
                 reason = "llm selection returned no known tool names"
         lexical = SelectionStrategy.LEXICAL
-        return rank_with_prior(lexical, query, candidates, k, prior), lexical, reason
-    return rank_with_prior(strategy, query, candidates, k, prior), strategy, None
+        return _local(lexical, query, candidates, k, prior, inline_max, reason)
+    return _local(strategy, query, candidates, k, prior, inline_max)
 
 
 async def select_tools(
@@ -172,10 +221,13 @@ async def select_tools(
     strategy: SelectionStrategy,
     selector: LlmSelector | None = None,
     prior: Callable[[], Awaitable[CoUsePrior | None]] | None = None,
+    inline_max: int | None = None,
 ) -> SelectionResult | None:
     """None at or below the threshold (every tool stays); else what to keep and defer.
 
     `prior` gives the agent's co-use prior; it is awaited only above the threshold.
+    `inline_max`: above this many candidates a ranker not built yet is not built here (see
+    `index_builds.py`); None: built here whatever the size.
     """
     if not needs_selection(len(tools), threshold):
         return None
@@ -183,7 +235,7 @@ async def select_tools(
     candidates = [t for t in tools if t.name not in pinned]
     couse = await prior() if prior is not None else None
     (chosen, promoted, scores), used, fallback = await _choose(
-        query, candidates, max_tools, strategy, selector, couse
+        query, candidates, max_tools, strategy, selector, couse, inline_max
     )
     kept = set(chosen)
     return SelectionResult(

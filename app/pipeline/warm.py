@@ -5,10 +5,12 @@ routing, embeddings) before runtime selection can answer; built on the first cha
 seconds before the first byte. `IndexWarmer` builds it in the background instead: at start-up
 and whenever stored configuration changes (`app/db/changes.py` moves its version: an OpenAPI
 import or refresh, an agent's links, an MCP server's tool list), it assembles the most recently
-changed agents' tool sets and builds the ranker their selection will ask for, in a worker
-thread. Rankers are cached by the tools' content (`CachedRanker.cached`), so a request finds
-the one built here; the per-text work (tokens, embeddings) is cached per process too, so after
-an import only the new connector's tools are tokenised and embedded.
+changed agents' tool sets and builds the ranker their selection will ask for, in the worker
+thread where a request that finds none starts its build too (`index_builds.py`: one build per
+tool set, whoever asks first). Rankers are cached by the tools' content
+(`CachedRanker.cached`), so a request finds the one built here; the per-text work (tokens,
+embeddings) is cached per process too, so after an import only the new connector's tools are
+tokenised and embedded.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from app.agents.cache import AgentCache
 from app.agents.repository import AgentRepository
 from app.config import SelectionStrategy, Settings
 from app.db import changes
+from app.pipeline import index_builds
 from app.pipeline.assemble import assemble_toolset, selection_candidates
 from app.pipeline.selection import needs_selection, ranker_class
 from app.pipeline.sources.backends import Backends
@@ -56,6 +59,7 @@ class IndexWarmer:
         self._unlisten: Callable[[], None] | None = None
         self.warmed = 0
         """Rankers built so far (for tests and logs)."""
+        self._warming = False
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -75,15 +79,23 @@ class IndexWarmer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    @property
+    def busy(self) -> bool:
+        """A warm-up is due or under way (`quiver_tool_index_builds` counts it)."""
+        return self._wake.is_set() or self._warming
+
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
             await asyncio.sleep(DEBOUNCE_S)
             self._wake.clear()
+            self._warming = True
             try:
                 await self.warm()
             except Exception:  # a failed warm-up only means the first request builds
                 logger.exception("ranker warm-up failed")
+            finally:
+                self._warming = False
 
     async def warm(self) -> int:
         """Build the rankers of the most recently changed agents; how many were built."""
@@ -110,7 +122,7 @@ class IndexWarmer:
             if kind.is_cached(candidates):
                 continue
             started = time.perf_counter()
-            await asyncio.to_thread(kind.cached, candidates)
+            await index_builds.built(index_builds.start(kind, candidates))
             built += 1
             logger.info(
                 "ranker for agent %s built: %d tools in %.0f ms",

@@ -1,0 +1,54 @@
+"""A live Quiver builds a large agent's tool index in the background (app/pipeline/warm.py,
+index_builds.py): `/metrics` says when it is done (`quiver_tool_index_builds` 0), and from then
+on the agent's selection is ranked by it, not by the quick word match used meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+from tests.chat.conftest import CreateAgent, unique
+
+VERBS = ("list", "get", "create", "update", "delete", "archive", "restore", "export")
+NOUNS = ("invoice", "customer", "refund", "payout", "coupon", "webhook", "ticket", "report")
+
+
+async def index_builds(live: httpx.AsyncClient) -> float:
+    for line in (await live.get("/metrics")).text.splitlines():
+        if line.startswith("quiver_tool_index_builds "):
+            return float(line.split()[1])
+    raise AssertionError("no quiver_tool_index_builds in /metrics")
+
+
+async def test_the_warm_up_builds_a_large_agents_index_and_says_when_it_is_done(
+    live: httpx.AsyncClient, create_agent: CreateAgent
+) -> None:
+    actions = [
+        {"name": f"g{g}_{verb}_{noun}", "description": f"{verb.title()} a {noun} of group {g}."}
+        for g in range(5)
+        for verb in VERBS
+        for noun in NOUNS
+    ]  # 320 legacy tools: above the 300 a request builds an index for itself
+    body = {"name": unique("shop"), "base_url": "https://shop.example.test", "actions": actions}
+    created = await live.post("/api/v1/connectors", json=body)
+    assert created.status_code == 201, created.text
+    agent = await create_agent(
+        connector_ids=[created.json()["id"]],
+        tool_categories=["connector"],
+        model_config_json={"connector_tool_mode": "legacy", "tool_selection_max": 3},
+    )
+    deadline = time.monotonic() + 60
+    while await index_builds(live) > 0:  # the agent's creation woke the warmer
+        assert time.monotonic() < deadline, "the warm-up did not end within 60 s"
+        await asyncio.sleep(0.1)
+    preview = await live.get(
+        f"/api/v1/agents/{agent['id']}/toolset", params={"query": "archive the coupon of group 3"}
+    )
+    assert preview.status_code == 200, preview.text
+    selection = preview.json()["selection"]
+    assert selection["fallback"] is None
+    assert selection["selected"][0].endswith("g3_archive_coupon")
+    assert len(selection["deferred"]) == 20
+    assert selection["deferred_total"] == 320 - len(selection["selected"])
