@@ -41,6 +41,7 @@ MODULES = (
     "llm_stream",
     "load",
     "side_by_side",
+    "cold_catalog",
     "workers",
 )
 TIMEOUT_S = {
@@ -66,6 +67,7 @@ ARGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "llm_stream": ({}, {"calls": 50}),
     "load": ({}, {"quick": True}),
     "side_by_side": ({}, {"quick": True}),
+    "cold_catalog": ({}, {"quick": True}),
     "workers": ({}, {"rounds": 1}),
 }
 

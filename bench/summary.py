@@ -340,6 +340,13 @@ def side_by_side(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def cold_catalog(r: dict[str, Any]) -> list[Row]:
+    return [
+        [f"cold catalog: {t['target']}", t["value"], "", "pass" if t["pass"] else "miss"]
+        for t in r["targets"]
+    ]
+
+
 def knowledge(r: dict[str, Any]) -> list[Row]:
     hybrid = r["hybrid"]
     return [
@@ -365,6 +372,7 @@ BUILDERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "load": load,
     "workers": workers,
     "side_by_side": side_by_side,
+    "cold_catalog": cold_catalog,
 }
 
 
