@@ -184,7 +184,7 @@ async def _run(
     levels: tuple[int, ...],
     calls: int,
     peer: bool,
-    compare: Path | None = None,
+    compare: tuple[Path, ...] = (),
     models: tuple[str, ...] = tuple(MODELS),
     seed: int | None = None,
 ) -> dict[str, Any]:
@@ -212,8 +212,8 @@ async def _run(
             await stack.enter_async_context(baseline("b2", llm)),
             await quiver(stack, llm, "Quiver"),
         ]
-        if compare is not None:
-            targets.append(await quiver(stack, llm, f"Quiver@{compare.name}", compare))
+        for root in compare:
+            targets.append(await quiver(stack, llm, f"Quiver@{root.name}", root))
         if exe:
             targets.append(await stack.enter_async_context(litellm(llm, exe)))
         limits = httpx.Limits(max_connections=max(levels) + 50, max_keepalive_connections=50)
@@ -268,7 +268,9 @@ def main() -> None:
     parser.add_argument(
         "--compare",
         type=Path,
-        help="another checkout (e.g. a worktree of main) served as one more column",
+        action="append",
+        default=[],
+        help="another checkout (e.g. a worktree of main) served as one more column; repeatable",
     )
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else ROUNDS)
