@@ -339,8 +339,10 @@ class JournalWriter:
 
     @staticmethod
     def _clean(event: RunEvent) -> tuple[dict[str, Any], RunEvent]:
-        data = storable.value(redact(event_payload(event)))
-        return data, event_from_record(event.kind, data)
+        payload = event_payload(event)
+        data = storable.value(redact(payload))
+        # Most events (model deltas) have nothing to redact: the event itself is the clean one.
+        return data, event if data == payload else event_from_record(event.kind, data)
 
     def first(self, event: RunEvent) -> tuple[int, RunEvent, dict[str, Any]]:
         """Number and redact the run's first event without queuing it: the caller stores it

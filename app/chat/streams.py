@@ -19,49 +19,73 @@ _POLL_S = 1.0
 
 
 IDLE = None
-"""What `live_events` yields for an idle `ping_s` (the stream sends a keep-alive comment)."""
+"""What `live_batches` yields for an idle `ping_s` (the stream sends a keep-alive comment)."""
 LiveItem = tuple[int, RunEvent] | None
 
 
-async def live_events(
+async def live_batches(
     active: ActiveRun, queue: asyncio.Queue[Published], *, ping_s: float
-) -> AsyncGenerator[LiveItem]:
+) -> AsyncGenerator[list[tuple[int, RunEvent]] | None]:
     """The started run's events straight from the run task (no journal read on the hot path),
-    `IDLE` after each quiet `ping_s`; ends after the terminal event, or without it when that
-    event could not be stored (a replay picks it up later). Every door onto a run (`POST
-    /chat`, the OpenAI-compatible API) reads its run through this."""
+    as many as are queued at a time (a busy process hands a stream several at once), `IDLE`
+    after each quiet `ping_s`; ends after the terminal event, or without it when that event
+    could not be stored (a replay picks it up later). The run's `first_out` is set once the
+    consumer asks for more after its first events (they were sent)."""
     try:
         while True:
             if queue.empty():  # wait, pinging while idle (a timer, not a task per event)
                 try:
                     async with asyncio.timeout(ping_s):
-                        item = await queue.get()
+                        first = await queue.get()
                 except TimeoutError:
                     yield IDLE
                     continue
             else:
+                first = queue.get_nowait()
+            batch: list[tuple[int, RunEvent]] = []
+            item: Published = first
+            while item is not None:
+                batch.append(item)
+                if item[1].kind in TERMINAL_KINDS or queue.empty():
+                    break
                 item = queue.get_nowait()
-            if item is None:
-                return
-            yield item
-            active.first_out.set()
-            if item[1].kind in TERMINAL_KINDS:
+            if batch:
+                yield batch
+                active.first_out.set()
+            if item is None or item[1].kind in TERMINAL_KINDS:
                 return
     finally:
         active.first_out.set()
         active.unsubscribe(queue)
 
 
+async def live_events(
+    active: ActiveRun, queue: asyncio.Queue[Published], *, ping_s: float
+) -> AsyncGenerator[LiveItem]:
+    """`live_batches` one event at a time. Every door onto a run (`POST /chat`, the
+    OpenAI-compatible API) reads its run through `live_batches`."""
+    batches = live_batches(active, queue, ping_s=ping_s)
+    try:
+        async for batch in batches:
+            if batch is IDLE:
+                yield IDLE
+                continue
+            for item in batch:
+                yield item
+    finally:
+        await batches.aclose()
+
+
 async def live_stream(
     active: ActiveRun, queue: asyncio.Queue[Published], *, ping_s: float
 ) -> AsyncIterator[bytes]:
-    """`POST /chat`'s SSE frames of `live_events`."""
-    events = live_events(active, queue, ping_s=ping_s)
+    """`POST /chat`'s SSE frames of `live_batches`: the events queued together in one write."""
+    batches = live_batches(active, queue, ping_s=ping_s)
     try:
-        async for item in events:
-            yield PING if item is None else event_frame(*item)
+        async for batch in batches:
+            yield PING if batch is IDLE else b"".join(event_frame(*item) for item in batch)
     finally:
-        await events.aclose()
+        await batches.aclose()
 
 
 async def ensure_run(

@@ -384,9 +384,8 @@ class _Released(httpx.AsyncByteStream):
         self._stream = stream
         self._on_close: Callable[[], None] | None = on_close
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for part in self._stream:
-            yield part
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._stream.__aiter__()  # the pool's own iterator: no layer per chunk
 
     async def aclose(self) -> None:
         on_close, self._on_close = self._on_close, None
