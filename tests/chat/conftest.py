@@ -34,15 +34,21 @@ async def live_url(
     A module changes its settings with a `LIVE_SETTINGS` dict (e.g. egress to loopback for
     its own upstream), applied over `LIVE_DEFAULTS`.
     """
-    live_settings = committing_settings.model_copy(
+    async with serve_app(create_app(live_settings(request, committing_settings))) as base_url:
+        yield base_url
+
+
+def live_settings(request: pytest.FixtureRequest, committing_settings: Settings) -> Settings:
+    """The committing settings with the scripted model, `LIVE_DEFAULTS` and the module's
+    `LIVE_SETTINGS`."""
+    llm: ScriptedLLM = request.getfixturevalue("scripted_llm_session")
+    return committing_settings.model_copy(
         update={
-            "llm_base_url": scripted_llm_session.base_url,
+            "llm_base_url": llm.base_url,
             **LIVE_DEFAULTS,
             **getattr(request.module, "LIVE_SETTINGS", {}),
         }
     )
-    async with serve_app(create_app(live_settings)) as base_url:
-        yield base_url
 
 
 @pytest.fixture

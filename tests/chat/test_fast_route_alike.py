@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.chat.fast_route import ChatFastPath
 from app.config import Settings
 from app.main import create_app
-from tests.chat.conftest import LIVE_DEFAULTS, unique
+from tests.chat.conftest import live_settings, unique
 from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.live import serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
@@ -80,18 +80,14 @@ def _before_fast_path(app: FastAPI) -> Any:
     return node
 
 
+LIVE_SETTINGS = {"max_body_bytes": MAX_BODY}
+
+
 @pytest.fixture(scope="module")
 async def served(
-    committing_settings: Settings, scripted_llm_session: ScriptedLLM
+    request: pytest.FixtureRequest, committing_settings: Settings
 ) -> AsyncIterator[Served]:
-    settings = committing_settings.model_copy(
-        update={
-            "llm_base_url": scripted_llm_session.base_url,
-            **LIVE_DEFAULTS,
-            "max_body_bytes": MAX_BODY,
-        }
-    )
-    app = create_app(settings)
+    app = create_app(live_settings(request, committing_settings))
     async with serve_app(app) as url:
         before = _before_fast_path(app)
         fast: ChatFastPath = before.app

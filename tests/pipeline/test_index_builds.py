@@ -12,7 +12,7 @@ from app.pipeline.assemble import assemble_toolset, selection_candidates
 from app.pipeline.hybrid import HybridRanker
 from app.pipeline.index_builds import quick_rank
 from app.pipeline.preview import preview_toolset
-from app.pipeline.selection import rank_scored, select_tools
+from app.pipeline.selection import SelectionResult, rank_scored, select_tools
 from app.pipeline.sources.backends import Backends
 from app.tools.base import SearchHints, ToolDef
 from tests.fixtures.pipeline import make_action, make_agent, make_connector, make_settings
@@ -59,19 +59,27 @@ def test_quick_rank_weighs_rare_words_and_names_and_leaves_out_what_matches_noth
     assert quick_rank("archive coupon", catalog(2), 3)[0].name.endswith("__archive_coupon")
 
 
-async def test_a_large_tool_set_is_ranked_by_words_while_its_ranker_is_built() -> None:
-    tools = catalog(5, tag=uuid.uuid4().hex[:6])  # 320 tools, never ranked before
-    query = "archive the coupon of group 3"
-    first = await select_tools(
+async def select(
+    query: str, tools: list[ToolDef], strategy: SelectionStrategy = SelectionStrategy.HYBRID
+) -> SelectionResult:
+    """Runtime selection of 3 tools, a ranker built here only up to 100 tools."""
+    result = await select_tools(
         query,
         tools,
         pinned=frozenset(),
         threshold=12,
         max_tools=3,
-        strategy=SelectionStrategy.HYBRID,
+        strategy=strategy,
         inline_max=100,
     )
-    assert first is not None
+    assert result is not None
+    return result
+
+
+async def test_a_large_tool_set_is_ranked_by_words_while_its_ranker_is_built() -> None:
+    tools = catalog(5, tag=uuid.uuid4().hex[:6])  # 320 tools, never ranked before
+    query = "archive the coupon of group 3"
+    first = await select(query, tools)
     assert first.fallback is not None
     assert "index of these 320 tools is being built" in first.fallback
     assert [s.name for s in quick_rank(query, tools, 3)] == list(first.selected)
@@ -80,32 +88,14 @@ async def test_a_large_tool_set_is_ranked_by_words_while_its_ranker_is_built() -
     assert index_builds.start(HybridRanker, tools) is build or build.done()
     await index_builds.built(build)
     assert HybridRanker.is_cached(tools)
-    after = await select_tools(
-        query,
-        tools,
-        pinned=frozenset(),
-        threshold=12,
-        max_tools=3,
-        strategy=SelectionStrategy.HYBRID,
-        inline_max=100,
-    )
-    assert after is not None
+    after = await select(query, tools)
     assert after.fallback is None
     assert after.selected[0].endswith("__archive_coupon")
 
 
 async def test_the_llm_strategy_falls_back_to_words_too_while_the_index_builds() -> None:
     tools = catalog(5, tag=uuid.uuid4().hex[:6])
-    chosen = await select_tools(
-        "delete the webhook",
-        tools,
-        pinned=frozenset(),
-        threshold=12,
-        max_tools=3,
-        strategy=SelectionStrategy.LLM,
-        inline_max=100,
-    )
-    assert chosen is not None
+    chosen = await select("delete the webhook", tools, SelectionStrategy.LLM)
     assert chosen.strategy is SelectionStrategy.LEXICAL
     assert chosen.fallback is not None
     assert chosen.fallback.startswith("no LLM selector configured; the index of these 320 tools")
@@ -114,16 +104,7 @@ async def test_the_llm_strategy_falls_back_to_words_too_while_the_index_builds()
 
 async def test_small_tool_sets_and_the_default_build_where_needed() -> None:
     small = catalog(1, tag=uuid.uuid4().hex[:6])  # 64 tools
-    selection = await select_tools(
-        "export the report",
-        small,
-        pinned=frozenset(),
-        threshold=12,
-        max_tools=3,
-        strategy=SelectionStrategy.HYBRID,
-        inline_max=100,
-    )
-    assert selection is not None
+    selection = await select("export the report", small)
     assert selection.fallback is None
     assert HybridRanker.is_cached(small)
     large = catalog(5, tag=uuid.uuid4().hex[:6])
