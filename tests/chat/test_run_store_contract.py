@@ -36,12 +36,11 @@ from app.chat.run_store_pg import PostgresRunStore
 from app.chat.run_store_session import SessionRunStore
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
-from app.db.migrate import upgrade
 from app.errors import Conflict, Invalid, NotFound, QuiverError, RateLimited
 from app.llm.types import ChatMessage
 from app.tenancy.models import RunStart as RunStartRow
 from app.tenancy.principal import Principal
-from tests.conftest import ADMIN_TOKEN, SECRET_KEY
+from tests.conftest import migrated_sqlite
 
 STORES = ("postgres", "postgres-session", "sqlite")
 FIRST: FirstEvent = ("run_started", {"agent": "contract", "tools": 0})
@@ -194,13 +193,7 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     kind: str = request.param
     if kind == "sqlite":
-        settings = Settings(
-            database_url="",
-            data_dir=tmp_path / "data",
-            admin_token=ADMIN_TOKEN,
-            secret_keys=[SECRET_KEY],
-        )
-        await asyncio.to_thread(upgrade, settings)
+        settings = await migrated_sqlite(tmp_path / "data")
     else:
         settings = committing_settings
     engine = create_engine(settings)
