@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.kit.lru import Lru
+from app.pipeline.operations import OperationShapes, ShapeWeights
 from app.pipeline.ranker import (
     CachedRanker,
     LexicalRanker,
@@ -37,6 +38,12 @@ from app.tools.base import ToolDef
 
 Matrix = npt.NDArray[np.float32]
 Vector = npt.NDArray[np.float64]
+
+
+SHAPE = ShapeWeights(verb=1.5, resource=1.5, prior=0.5)
+"""Chosen on the development half of the real-catalog set (bench/selection.py --real): a
+plateau from verb 1.0-2.0, object 1.0-2.0, prior 0.35-0.5 (in z-score units of the fused
+signals)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +64,9 @@ class Fusion:
     merge: float = 3.0
     """How clearly a clause must pick its best tool for it to join the top (`_merge`; 0: never;
     catalogs of API operations only: on BFCL's long single-intent requests it costs recall)."""
+    shape: ShapeWeights = SHAPE
+    """The operation's shape against the request's verb and object (pipeline/operations.py;
+    catalogs of API operations only)."""
 
 
 FUSION = Fusion(lexical=0.15, wordllama=0.3, minilm=0.5, whole=0.8, clause=0.2)
@@ -171,6 +181,7 @@ class HybridRanker(CachedRanker):
         routed = sum(1 for t in tools if t.hints is not None and t.hints.path)
         self._operations = 2 * routed > len(tools)
         self.min_score = HYBRID_MIN_SCORE if self._operations else FREE_TEXT_MIN_SCORE
+        self._shapes = OperationShapes(tools, self.fusion.shape) if self._operations else None
         texts = [tool_text(t) for t in tools]
         self._matrix = _wordllama_rows(texts) if self.fusion.wordllama else None
         self._static = StaticModel.shared() if self.fusion.minilm else None
@@ -229,6 +240,10 @@ class HybridRanker(CachedRanker):
             sims = static.embed_ids(ids, self._idf) @ self._minilm.T
             cosine = sims[0].astype(np.float64)
             fused += w.minilm * _znorm_rows(sims)
+        if self._shapes is not None:
+            mined = self.lexical.mined
+            for row, text in enumerate(texts):
+                fused[row] += self._shapes.signal(text, mined)
         if self.lexical.router.active:
             # Each text routes on its own: one part of a request may be about another API.
             for row, text in enumerate(texts):

@@ -190,7 +190,8 @@ class LexicalRanker(CachedRanker):
         fields = [tool_fields(t) for t in tools]
         self._postings = _build_postings(fields)
         self._matcher = _NameMatcher(self._names)
-        self._mined = abbreviations(t.description for t in tools)
+        self.mined = abbreviations(t.description for t in tools)
+        """Abbreviations the catalog spells out (vocabulary.abbreviations)."""
         self._best_weights: dict[str, float] = {}
         self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
 
@@ -209,7 +210,7 @@ class LexicalRanker(CachedRanker):
             synonyms=SYNONYMS,
             expansion_weight=_EXPANSION_WEIGHT,
         )
-        for term, weight in expansions(tokens, self._mined).items():
+        for term, weight in expansions(tokens, self.mined).items():
             if term in self._postings:
                 weights.setdefault(term, weight)
         return tokens, weights
