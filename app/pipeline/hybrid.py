@@ -160,6 +160,10 @@ FREE_TEXT_MIN_SCORE = 0.25
 """The same for catalogs of free-text tools (no method and path): their short descriptions
 score lower, and a higher floor drops right tools (MetaTool: 17% of the right tools in the top
 six score under 0.34, 1.4% under 0.25, on the tune half)."""
+HYBRID_SURE_SCORE = 0.42
+"""On catalogs of API operations, a best kept tool under this keeps at most two
+(`CachedRanker.kept`): on the development half of the real-catalog set no right tool was
+dropped, and no request no tool serves kept more than two."""
 HYBRID_WEAK_SCORE = 0.15
 """A best tool between this and `HYBRID_MIN_SCORE` is kept alone (`CachedRanker.kept`)."""
 _STANDOUT = 4.0
@@ -181,6 +185,7 @@ class HybridRanker(CachedRanker):
         routed = sum(1 for t in tools if t.hints is not None and t.hints.path)
         self._operations = 2 * routed > len(tools)
         self.min_score = HYBRID_MIN_SCORE if self._operations else FREE_TEXT_MIN_SCORE
+        self.sure_score = HYBRID_SURE_SCORE if self._operations else 0.0
         self._shapes = OperationShapes(tools, self.fusion.shape) if self._operations else None
         texts = [tool_text(t) for t in tools]
         self._matrix = _wordllama_rows(texts) if self.fusion.wordllama else None

@@ -66,6 +66,7 @@ _IDENTIFIER = re.compile(r"\w+(?:[._\-/]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*
 _MAX_IDENTIFIERS = 16
 """Fuzzy lookups per request; bounds the cost of pasted code or logs."""
 _CACHE_SIZE = 8
+_UNSURE_KEEP = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,8 @@ class CachedRanker:
 
     min_score: float = LEXICAL_MIN_SCORE
     weak_score: float = LEXICAL_MIN_SCORE / 2
+    sure_score: float = 0.0
+    """When no kept tool reaches this, at most `_UNSURE_KEEP` are kept (0: no cap)."""
     _cache: ClassVar[Lru[tuple[Any, ...], Any]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -165,8 +168,12 @@ class CachedRanker:
     def kept(self, scored: Sequence[ScoredTool], k: int, *, weak: bool = False) -> list[ScoredTool]:
         """The first `k` ranked tools at or above `min_score`. With `weak` (runtime selection),
         when none is, the best one alone if it reaches `weak_score` (a paraphrase only the
-        embeddings found, say); searches say "nothing matches" instead."""
+        embeddings found, say); searches say "nothing matches" instead. When even the best
+        kept tool is under `sure_score`, only the first `_UNSURE_KEEP` are kept: a request no
+        tool serves ("play some jazz in the living room") rarely matches more than weakly."""
         kept = [s for s in scored[:k] if s.score >= self.min_score]
+        if kept and max(s.score for s in kept) < self.sure_score:
+            return kept[:_UNSURE_KEEP]
         if kept or not weak or not scored or k <= 0:
             return kept
         best = max(scored, key=lambda s: s.score)
