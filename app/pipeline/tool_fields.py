@@ -43,7 +43,7 @@ _ITEM_VERBS = {
     "PATCH": "update edit change",
     "DELETE": "delete remove",
 }
-_PATH_VERBS = frozenset(
+OWN_VERBS = frozenset(
     tokenize(
         "add archive approve assign attach cancel capture close complete confirm connect create"
         " delete deny detach disable dispatch enable end finalize get invite join kick leave"
@@ -133,7 +133,7 @@ def route_text(method: str, path: str) -> str:
     resources, params, last_is_param = route_parts(path)
     tail = tokenize(resources[-1]) if resources else []
     verb = ""
-    own_verb = not last_is_param and any(t in _PATH_VERBS for t in tail[:1] + tail[-1:])
+    own_verb = not last_is_param and any(t in OWN_VERBS for t in tail[:1] + tail[-1:])
     if method and not own_verb:
         table = _ITEM_VERBS if last_is_param else _COLLECTION_VERBS
         verb = table.get(method.upper(), "")
