@@ -14,6 +14,8 @@ only):
   operation's (from its method, or the verb its path names: `PATH_VERBS`);
 - **object**: the resource the operation acts on (its last path resource, `customers` ->
   customer) is a word of the request, or of its users'-words expansion (vocabulary.py);
+- **admin**: operations under an `admin` path (Slack's `admin.*`, for organisation owners)
+  rank lower unless the request says admin;
 - **prior**: fewer words in the name and fewer resources in the path (the operations a catalog
   is built around, `POST /v1/invoices` rather than
   `POST /v1/customers/{customer}/subscriptions/{id}/discount`), as standard deviations over the
@@ -66,6 +68,7 @@ PATH_VERBS: dict[str, str] = {
 }
 """A verb a path names (`/chat.update`, `/conversations.kick`) -> its action class."""
 
+_ADMIN = frozenset({"admin", "admins", "administrator", "administrators"})
 _VERB_STEMS = frozenset(stem(w) for w in PATH_VERBS)
 _METHOD_CLASS = {"GET": "read", "DELETE": "delete", "PUT": "update", "PATCH": "update"}
 
@@ -116,6 +119,9 @@ class ShapeWeights:
     verb: float
     resource: float
     prior: float
+    admin: float = 0.0
+    """Subtracted from administrators' operations (`/admin.users.remove`) when the request
+    does not say admin."""
 
 
 class OperationShapes:
@@ -127,6 +133,7 @@ class OperationShapes:
         self._classes = {c: np.zeros(n, dtype=bool) for c in CLASSES}
         by_resource: dict[str, list[int]] = {}
         size = np.zeros(n, dtype=np.float64)
+        self._admin = np.zeros(n, dtype=bool)
         routed = np.zeros(n, dtype=bool)
         for i, tool in enumerate(tools):
             hints = tool.hints
@@ -138,6 +145,7 @@ class OperationShapes:
             if resource:
                 by_resource.setdefault(resource, []).append(i)
             routed[i] = True
+            self._admin[i] = any(_ADMIN & set(words(r)) for r in route_parts(hints.path)[0])
             size[i] = len(words(tool.name)) + len(route_parts(hints.path)[0])
         self._by_resource = {r: np.asarray(ids, dtype=np.intp) for r, ids in by_resource.items()}
         prior = np.zeros(n, dtype=np.float64)
@@ -160,4 +168,6 @@ class OperationShapes:
             if ids is not None:
                 hit[ids] = True
         out[hit] += self.weights.resource
+        if self.weights.admin and not _ADMIN & set(words(text)):
+            out[self._admin] -= self.weights.admin
         return out

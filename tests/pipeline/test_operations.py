@@ -96,3 +96,13 @@ def test_hybrid_ranks_the_operation_the_request_asks_for_first() -> None:
     assert first("open a pull request from feature/login into main") == "pulls_create"
     assert first("who opened pull requests this week?") == "pulls_list"
     assert first("permanently remove the old-prototype repo") == "repos_delete"
+
+
+def test_administrators_operations_rank_lower_unless_the_request_says_admin() -> None:
+    tools = [
+        _op("conversations_kick", "POST", "/conversations.kick", "Removes a user."),
+        _op("admin_users_remove", "POST", "/admin.users.remove", "Removes a user."),
+    ]
+    shapes = OperationShapes(tools, ShapeWeights(verb=0.0, resource=0.0, prior=0.0, admin=1.0))
+    assert shapes.signal("remove dan from the channel", {}).tolist() == [0.0, -1.0]
+    assert shapes.signal("as an admin, remove dan from the workspace", {}).tolist() == [0.0, 0.0]
