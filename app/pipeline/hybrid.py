@@ -182,8 +182,7 @@ class HybridRanker(CachedRanker):
     def __init__(self, tools: Sequence[ToolDef]) -> None:
         super().__init__(tools)
         self.lexical = LexicalRanker(tools)
-        routed = sum(1 for t in tools if t.hints is not None and t.hints.path)
-        self._operations = 2 * routed > len(tools)
+        self._operations = self.lexical.operations
         self.min_score = HYBRID_MIN_SCORE if self._operations else FREE_TEXT_MIN_SCORE
         self.sure_score = HYBRID_SURE_SCORE if self._operations else 0.0
         self._shapes = OperationShapes(tools, self.fusion.shape) if self._operations else None

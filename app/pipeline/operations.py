@@ -109,7 +109,7 @@ def _resource(resources: Sequence[str]) -> str:
 def request_classes(text: str) -> frozenset[str]:
     """The action classes a request's words ask for (empty: it names no action)."""
     found: set[str] = set()
-    for word in words(rewrite(text)):
+    for word in words(rewrite(text, values=True)):
         found |= REQUEST_VERBS.get(stem(word), frozenset())
     return frozenset(found)
 
@@ -161,7 +161,7 @@ class OperationShapes:
         for c in request_classes(text):
             verb |= self._classes[c]
         out[verb] += self.weights.verb
-        tokens = tokenize(rewrite(text))
+        tokens = tokenize(rewrite(text, values=True))
         hit = np.zeros(len(out), dtype=bool)
         for term in {*tokens, *expansions(tokens, mined)}:
             ids = self._by_resource.get(term)

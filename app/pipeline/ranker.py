@@ -197,6 +197,9 @@ class LexicalRanker(CachedRanker):
         fields = [tool_fields(t) for t in tools]
         self._postings = _build_postings(fields)
         self._matcher = _NameMatcher(self._names)
+        routed = sum(1 for t in tools if t.hints is not None and t.hints.path)
+        self.operations = 2 * routed > len(tools)
+        """Mostly API operations (method and path), not free-text tools."""
         self.mined = abbreviations(t.description for t in tools)
         """Abbreviations the catalog spells out (vocabulary.abbreviations)."""
         self._best_weights: dict[str, float] = {}
@@ -210,7 +213,7 @@ class LexicalRanker(CachedRanker):
         return self._query(query)[1]
 
     def _query(self, query: str) -> tuple[list[str], dict[str, float]]:
-        tokens = tokenize(rewrite(query))
+        tokens = tokenize(rewrite(query, values=self.operations))
         weights = query_terms(
             tokens,
             self._postings,
@@ -235,7 +238,7 @@ class LexicalRanker(CachedRanker):
     def relevance_scale(self, query: str) -> float:
         """What a tool scoring every request word best would score: lexical scores divided by
         it read as relevance (words the catalog never uses count at half a typical word)."""
-        tokens = tokenize(rewrite(query))
+        tokens = tokenize(rewrite(query, values=self.operations))
         known: list[float] = []
         unknown = 0
         for term, count in Counter(tokens).items():

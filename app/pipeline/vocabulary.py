@@ -105,10 +105,25 @@ linear time."""
 _PHONE = re.compile(r"(?<![\w+])\+\d[\d\s().-]{6,}\d")
 
 
-def rewrite(query: str) -> str:
+def rewrite(query: str, *, values: bool = False) -> str:
     """A request with conventions spelled out: `#eng` is a channel, `@maria` a user,
-    `+1 555 0100` a phone number, `bob@x.io` an email, `src/app.ts` a file path; values
-    ("called notes", a quoted 'quarterly report') are arguments, not what to do."""
+    `+1 555 0100` a phone number. With `values` (catalogs of API operations), also
+    `bob@x.io` an email and `src/app.ts` a file path, and values ("called notes", a quoted
+    'quarterly report') stand for what they are: arguments, not what to do. (On MetaTool's
+    and BFCL's free-text tools, whose descriptions name the values they take, that cost
+    recall.)"""
+    if values:
+        query = _values(query)
+    if "+" in query:
+        query = _PHONE.sub(" phone ", query)
+    if "#" in query:
+        query = _CHANNEL.sub(" channel ", query)
+    if "@" in query:
+        query = _HANDLE.sub(" user ", query)
+    return query
+
+
+def _values(query: str) -> str:
     if "@" in query:
         query = _EMAIL.sub(" email ", query)
     if "'" in query or '"' in query:
@@ -116,12 +131,6 @@ def rewrite(query: str) -> str:
     query = _NAMED.sub(" name ", query)
     if "." in query:
         query = _FILE.sub(" file path ", query)
-    if "+" in query:
-        query = _PHONE.sub(" phone ", query)
-    if "#" in query:
-        query = _CHANNEL.sub(" channel ", query)
-    if "@" in query:
-        query = _HANDLE.sub(" user ", query)
     return query
 
 

@@ -247,12 +247,17 @@ def test_bfcl_recall_at_6_over_the_pooled_catalog_stays_above_floor() -> None:
 )
 def test_rewrite_spells_out_conventions_and_drops_values(request_text: str, rewritten: str) -> None:
     """Values (a name, a quoted text, a file) are arguments, not what the request asks."""
-    assert rewrite(request_text) == rewritten
+    assert rewrite(request_text, values=True) == rewritten
 
 
 def test_rewrite_of_a_long_pasted_text_is_linear() -> None:
     """Liveness: no pattern backtracks over a long run (a pasted log of 200,000 characters)."""
     started = time.process_time()
     for text in ("a." * 100_000, "a" * 200_000 + "@", "x@" + "a." * 100_000, "src/" * 50_000):
-        rewrite(text)
+        rewrite(text, values=True)
     assert time.process_time() - started < 10.0
+
+
+def test_rewrite_keeps_values_for_free_text_tools() -> None:
+    text = "translate 'good morning' in notes.md called greeting for bob@x.io"
+    assert rewrite(text) == text
