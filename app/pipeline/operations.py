@@ -16,6 +16,9 @@ only):
   customer) is a word of the request, or of its users'-words expansion (vocabulary.py);
 - **admin**: operations under an `admin` path (Slack's `admin.*`, for organisation owners)
   rank lower unless the request says admin;
+- **name**: the share of the operation's name words the request covers (`pulls_create` by
+  "open a pull request", where `interactions_update_pull_request_creation_cap` is mostly
+  left over);
 - **prior**: fewer words in the name and fewer resources in the path (the operations a catalog
   is built around, `POST /v1/invoices` rather than
   `POST /v1/customers/{customer}/subscriptions/{id}/discount`), as standard deviations over the
@@ -27,7 +30,7 @@ gets none of the three. See docs/selection.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,6 +125,8 @@ class ShapeWeights:
     admin: float = 0.0
     """Subtracted from administrators' operations (`/admin.users.remove`) when the request
     does not say admin."""
+    name: float = 0.0
+    """Times the share of the operation's name words the request's terms cover."""
 
 
 class OperationShapes:
@@ -135,6 +140,8 @@ class OperationShapes:
         size = np.zeros(n, dtype=np.float64)
         self._admin = np.zeros(n, dtype=bool)
         routed = np.zeros(n, dtype=bool)
+        by_name_word: dict[str, list[int]] = {}
+        self._name_size = np.ones(n, dtype=np.float32)
         for i, tool in enumerate(tools):
             hints = tool.hints
             if hints is None or not hints.path:
@@ -147,6 +154,11 @@ class OperationShapes:
             routed[i] = True
             self._admin[i] = any(_ADMIN & set(words(r)) for r in route_parts(hints.path)[0])
             size[i] = len(words(tool.name)) + len(route_parts(hints.path)[0])
+            name = set(tokenize(tool.name)) - set(tokenize(hints.source))
+            self._name_size[i] = max(1, len(name))
+            for word in name:
+                by_name_word.setdefault(word, []).append(i)
+        self._by_name_word = {w: np.asarray(ids, dtype=np.intp) for w, ids in by_name_word.items()}
         self._by_resource = {r: np.asarray(ids, dtype=np.intp) for r, ids in by_resource.items()}
         prior = np.zeros(n, dtype=np.float64)
         if routed.sum() > 1:
@@ -154,9 +166,20 @@ class OperationShapes:
             prior[routed] = -(size[routed] - mean) / (std if std > 0 else 1.0)
         self._prior: Vector = (weights.prior * prior).astype(np.float32)
 
-    def signal(self, text: str, mined: Mapping[str, tuple[str, ...]]) -> Vector:
-        """Per tool: verb match + object match + prior, weighted (`ShapeWeights`)."""
+    def signal(
+        self, text: str, mined: Mapping[str, tuple[str, ...]], terms: Iterable[str] = ()
+    ) -> Vector:
+        """Per tool: verb match + object match + prior + name coverage by the request's
+        `terms` (the lexical ranker's, synonyms and expansions included), weighted
+        (`ShapeWeights`)."""
         out = self._prior.copy()
+        if self.weights.name:
+            covered = np.zeros(len(out), dtype=np.float32)
+            for term in terms:
+                ids = self._by_name_word.get(term)
+                if ids is not None:
+                    covered[ids] += 1.0
+            out += self.weights.name * np.minimum(covered / self._name_size, 1.0)
         verb = np.zeros(len(out), dtype=bool)
         for c in request_classes(text):
             verb |= self._classes[c]

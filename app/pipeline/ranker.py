@@ -209,6 +209,10 @@ class LexicalRanker(CachedRanker):
         """Per tool, the log share of its source for this request (None: nothing to route)."""
         return self.router.boosts(self._query_terms(query))
 
+    def query_terms(self, query: str) -> dict[str, float]:
+        """The request's weighted terms: its own, synonyms and users'-words expansions."""
+        return self._query_terms(query)
+
     def _query_terms(self, query: str) -> dict[str, float]:
         return self._query(query)[1]
 

@@ -106,3 +106,10 @@ def test_administrators_operations_rank_lower_unless_the_request_says_admin() ->
     shapes = OperationShapes(tools, ShapeWeights(verb=0.0, resource=0.0, prior=0.0, admin=1.0))
     assert shapes.signal("remove dan from the channel", {}).tolist() == [0.0, -1.0]
     assert shapes.signal("as an admin, remove dan from the workspace", {}).tolist() == [0.0, 0.0]
+
+
+def test_name_coverage_favours_the_name_the_request_explains() -> None:
+    shapes = OperationShapes(OPS, ShapeWeights(verb=0.0, resource=0.0, prior=0.0, name=1.0))
+    signal = shapes.signal("open a pull request", {}, ["pull", "creat"])
+    # pulls_create: both name words; pulls_list: one of two; the cap: 2 of 7; repos_delete: none
+    assert signal.tolist() == pytest.approx([1.0, 0.5, 2 / 7, 0.0])
