@@ -10,12 +10,12 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
 from app.agents.models import Agent
-from app.config import SelectionStrategy
 from app.audit.history import ToolHistory
 from app.audit.models import ToolCall
 from app.audit.record import tool_call_row
 from app.audit.repository import ToolCallRepository
 from app.audit.sink import ToolCallSink
+from app.config import SelectionStrategy
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.couse import CoUsePrior, CoUsePriors
 from app.pipeline.selection import rank_with_prior
