@@ -66,6 +66,7 @@ _IDENTIFIER = re.compile(r"\w+(?:[._\-/]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*
 _MAX_IDENTIFIERS = 16
 """Fuzzy lookups per request; bounds the cost of pasted code or logs."""
 _CACHE_SIZE = 8
+_UNSURE_KEEP = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,8 @@ class CachedRanker:
 
     min_score: float = LEXICAL_MIN_SCORE
     weak_score: float = LEXICAL_MIN_SCORE / 2
+    sure_score: float = 0.0
+    """When no kept tool reaches this, at most `_UNSURE_KEEP` are kept (0: no cap)."""
     _cache: ClassVar[Lru[tuple[Any, ...], Any]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -165,8 +168,12 @@ class CachedRanker:
     def kept(self, scored: Sequence[ScoredTool], k: int, *, weak: bool = False) -> list[ScoredTool]:
         """The first `k` ranked tools at or above `min_score`. With `weak` (runtime selection),
         when none is, the best one alone if it reaches `weak_score` (a paraphrase only the
-        embeddings found, say); searches say "nothing matches" instead."""
+        embeddings found, say); searches say "nothing matches" instead. When even the best
+        kept tool is under `sure_score`, only the first `_UNSURE_KEEP` are kept: a request no
+        tool serves ("play some jazz in the living room") rarely matches more than weakly."""
         kept = [s for s in scored[:k] if s.score >= self.min_score]
+        if kept and max(s.score for s in kept) < self.sure_score:
+            return kept[:_UNSURE_KEEP]
         if kept or not weak or not scored or k <= 0:
             return kept
         best = max(scored, key=lambda s: s.score)
@@ -190,7 +197,11 @@ class LexicalRanker(CachedRanker):
         fields = [tool_fields(t) for t in tools]
         self._postings = _build_postings(fields)
         self._matcher = _NameMatcher(self._names)
-        self._mined = abbreviations(t.description for t in tools)
+        routed = sum(1 for t in tools if t.hints is not None and t.hints.path)
+        self.operations = 2 * routed > len(tools)
+        """Mostly API operations (method and path), not free-text tools."""
+        self.mined = abbreviations(t.description for t in tools)
+        """Abbreviations the catalog spells out (vocabulary.abbreviations)."""
         self._best_weights: dict[str, float] = {}
         self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
 
@@ -198,18 +209,22 @@ class LexicalRanker(CachedRanker):
         """Per tool, the log share of its source for this request (None: nothing to route)."""
         return self.router.boosts(self._query_terms(query))
 
+    def query_terms(self, query: str) -> dict[str, float]:
+        """The request's weighted terms: its own, synonyms and users'-words expansions."""
+        return self._query_terms(query)
+
     def _query_terms(self, query: str) -> dict[str, float]:
         return self._query(query)[1]
 
     def _query(self, query: str) -> tuple[list[str], dict[str, float]]:
-        tokens = tokenize(rewrite(query))
+        tokens = tokenize(rewrite(query, values=self.operations))
         weights = query_terms(
             tokens,
             self._postings,
             synonyms=SYNONYMS,
             expansion_weight=_EXPANSION_WEIGHT,
         )
-        for term, weight in expansions(tokens, self._mined).items():
+        for term, weight in expansions(tokens, self.mined).items():
             if term in self._postings:
                 weights.setdefault(term, weight)
         return tokens, weights
@@ -227,7 +242,7 @@ class LexicalRanker(CachedRanker):
     def relevance_scale(self, query: str) -> float:
         """What a tool scoring every request word best would score: lexical scores divided by
         it read as relevance (words the catalog never uses count at half a typical word)."""
-        tokens = tokenize(rewrite(query))
+        tokens = tokenize(rewrite(query, values=self.operations))
         known: list[float] = []
         unknown = 0
         for term, count in Counter(tokens).items():

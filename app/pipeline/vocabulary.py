@@ -95,18 +95,42 @@ USER_WORDS: dict[str, tuple[str, ...]] = _build()
 
 _CHANNEL = re.compile(r"(?<![\w&])#[A-Za-z][\w-]*")
 _HANDLE = re.compile(r"(?<![\w.])@[A-Za-z][\w.-]*")
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_QUOTED = re.compile(r"(?<!\w)'[^']{1,80}'(?!\w)|\"[^\"]{1,80}\"")
+_NAMED = re.compile(r"\b(?:called|named|titled)\s+\S+", re.IGNORECASE)
+_FILE_TYPES = "py|ts|js|tsx|jsx|md|json|ya?ml|txt|go|rs|java|rb|c|h|cpp|css|html|toml|lock|sh"
+_FILE = re.compile(rf"(?<![\w./-])(?:[\w-]+/)*[\w-]+\.(?:{_FILE_TYPES})\b")
+"""Patterns start only where their run of characters starts, so a long pasted text costs
+linear time."""
 _PHONE = re.compile(r"(?<![\w+])\+\d[\d\s().-]{6,}\d")
 
 
-def rewrite(query: str) -> str:
+def rewrite(query: str, *, values: bool = False) -> str:
     """A request with conventions spelled out: `#eng` is a channel, `@maria` a user,
-    `+1 555 0100` a phone number."""
+    `+1 555 0100` a phone number. With `values` (catalogs of API operations), also
+    `bob@x.io` an email and `src/app.ts` a file path, and values ("called notes", a quoted
+    'quarterly report') stand for what they are: arguments, not what to do. (On MetaTool's
+    and BFCL's free-text tools, whose descriptions name the values they take, that cost
+    recall.)"""
+    if values:
+        query = _values(query)
     if "+" in query:
         query = _PHONE.sub(" phone ", query)
     if "#" in query:
         query = _CHANNEL.sub(" channel ", query)
     if "@" in query:
         query = _HANDLE.sub(" user ", query)
+    return query
+
+
+def _values(query: str) -> str:
+    if "@" in query:
+        query = _EMAIL.sub(" email ", query)
+    if "'" in query or '"' in query:
+        query = _QUOTED.sub(" text ", query)
+    query = _NAMED.sub(" name ", query)
+    if "." in query:
+        query = _FILE.sub(" file path ", query)
     return query
 
 
