@@ -216,7 +216,7 @@ def _rankers(tools: list[ToolDef]) -> dict[str, Rank]:
     def quiver(ranker: LexicalRanker | HybridRanker) -> Rank:
         def rank(query: str) -> tuple[list[str], int]:
             scored = ranker.rank(query, k=30)
-            kept = ranker.kept(scored, KEEP) if hasattr(ranker, "kept") else scored[:KEEP]
+            kept = ranker.kept(scored, KEEP, query=query)
             return [s.name for s in scored], len(kept)
 
         return rank

@@ -165,6 +165,12 @@ HYBRID_SURE_SCORE = 0.42
 """On catalogs of API operations, a best kept tool under this keeps at most two
 (`CachedRanker.kept`): on the development half of the real-catalog set no right tool was
 dropped, and no request no tool serves kept more than two."""
+FOREIGN_SHARE = 0.6
+"""A request whose words are at least this share foreign to a catalog of API operations
+(`LexicalRanker.foreign_share`) keeps at most two tools whatever its best score: on the
+development half of the real-catalog set, the one served request past it was missed anyway,
+and the one unrelated request that still kept five tools ("how long should I boil an egg?")
+keeps one."""
 HYBRID_WEAK_SCORE = 0.15
 """A best tool between this and `HYBRID_MIN_SCORE` is kept alone (`CachedRanker.kept`)."""
 _STANDOUT = 4.0
@@ -194,6 +200,11 @@ class HybridRanker(CachedRanker):
             ids = _static_ids(self._static, texts)
             self._idf = self._static.idf_weights(ids)
             self._minilm: Matrix = self._static.embed_ids(ids, self._idf)
+
+    def unsure(self, query: str) -> bool:
+        """On catalogs of API operations: most of the request's words (`FOREIGN_SHARE`) are
+        words the catalog never uses, so whatever ranks first matched on what little is left."""
+        return self._operations and self.lexical.foreign_share(query) >= FOREIGN_SHARE
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
         """(fused score per tool, lexical score per tool), in input order."""

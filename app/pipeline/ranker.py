@@ -165,19 +165,26 @@ class CachedRanker:
     def is_cached(cls, tools: Sequence[ToolDef]) -> bool:
         return cls._cache.get(cls.key(tools)) is not None
 
-    def kept(self, scored: Sequence[ScoredTool], k: int, *, weak: bool = False) -> list[ScoredTool]:
+    def kept(
+        self, scored: Sequence[ScoredTool], k: int, *, weak: bool = False, query: str = ""
+    ) -> list[ScoredTool]:
         """The first `k` ranked tools at or above `min_score`. With `weak` (runtime selection),
         when none is, the best one alone if it reaches `weak_score` (a paraphrase only the
         embeddings found, say); searches say "nothing matches" instead. When even the best
-        kept tool is under `sure_score`, only the first `_UNSURE_KEEP` are kept: a request no
-        tool serves ("play some jazz in the living room") rarely matches more than weakly."""
+        kept tool is under `sure_score`, or the request (`query`) is `unsure`, only the first
+        `_UNSURE_KEEP` are kept: a request no tool serves ("play some jazz in the living
+        room") rarely matches more than weakly."""
         kept = [s for s in scored[:k] if s.score >= self.min_score]
-        if kept and max(s.score for s in kept) < self.sure_score:
+        if kept and (max(s.score for s in kept) < self.sure_score or self.unsure(query)):
             return kept[:_UNSURE_KEEP]
         if kept or not weak or not scored or k <= 0:
             return kept
         best = max(scored, key=lambda s: s.score)
         return [best] if best.score >= self.weak_score else []
+
+    def unsure(self, query: str) -> bool:
+        """True when the request itself says the ranking is a guess (see `HybridRanker`)."""
+        return False
 
     def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
         """True when nothing looks relevant: no tools, or none scores `min_score`."""
@@ -238,6 +245,20 @@ class LexicalRanker(CachedRanker):
                 return None
             best = self._best_weights[term] = float(posting[1].max())
         return best
+
+    def foreign_share(self, query: str) -> float:
+        """The share of the request's words the catalog never uses, not even through the
+        users'-words table ("how long should I boil an egg?": boil and egg, 2 of 3)."""
+        tokens = tokenize(rewrite(query, values=self.operations))
+        if not tokens:
+            return 0.0
+        foreign = 0
+        for token in tokens:
+            if token in self._postings:
+                continue
+            if not any(w in self._postings for w in expansions([token], self.mined)):
+                foreign += 1
+        return foreign / len(tokens)
 
     def relevance_scale(self, query: str) -> float:
         """What a tool scoring every request word best would score: lexical scores divided by

@@ -74,7 +74,7 @@ def rank_scored(
     if not candidates or not query.strip():
         return []
     ranker = ranker_class(strategy).cached(candidates)
-    return ranker.kept(ranker.rank(query, k), k, weak=weak)
+    return ranker.kept(ranker.rank(query, k), k, weak=weak, query=query)
 
 
 def rank_lexical(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]:
@@ -115,7 +115,7 @@ def rank_with_prior(
         return [], (), {}
     ranker = ranker_class(strategy).cached(candidates)
     scored = ranker.rank(query, max(k, DEPTH))
-    relevant = {s.name for s in ranker.kept(scored, len(scored), weak=True)}
+    relevant = {s.name for s in ranker.kept(scored, len(scored), weak=True, query=query)}
     if not relevant:
         return [], (), {}
     ranked = [s.name for s in scored]
