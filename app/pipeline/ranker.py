@@ -24,7 +24,7 @@ from rapidfuzz import fuzz, process
 from app.kit.lru import Lru
 from app.pipeline.routing import SourceRouter
 from app.pipeline.tool_fields import tool_fields
-from app.pipeline.vocabulary import abbreviations, expansions, rewrite
+from app.pipeline.vocabulary import abbreviations, derivations, expansions, merged, rewrite
 from app.retrieval.lexical import FieldWeight as _Field
 from app.retrieval.lexical import Postings, build_postings, query_terms, score
 from app.retrieval.text import STOPWORDS, SYNONYMS, tokenize, words
@@ -208,7 +208,10 @@ class LexicalRanker(CachedRanker):
         self.operations = 2 * routed > len(tools)
         """Mostly API operations (method and path), not free-text tools."""
         self.mined = abbreviations(t.description for t in tools)
-        """Abbreviations the catalog spells out (vocabulary.abbreviations)."""
+        """Abbreviations the catalog spells out (vocabulary.abbreviations) and, on catalogs of
+        API operations, its verbs' nouns (vocabulary.derivations)."""
+        if self.operations:
+            self.mined = merged(self.mined, derivations(self._postings))
         self._best_weights: dict[str, float] = {}
         self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
 

@@ -168,6 +168,38 @@ def abbreviations(texts: Iterable[str]) -> dict[str, tuple[str, ...]]:
     return found
 
 
+_DERIVED = ("er", "at")
+"""Stem endings that make a noun of a verb: reviewer, follower, invitation (invitat). ("or" was
+measured too: connect and connector pulled Stripe's connected accounts to Twilio's apps.)"""
+_DERIVED_MIN = 5
+"""Shorter stems pair too loosely (auth/author, form/format)."""
+
+
+def derivations(vocabulary: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Stems of the catalog that are one word's verb and noun, both ways ("review" and
+    "reviewer", "invit" and "invitat"), mined from the catalog's own vocabulary: "request a
+    review" then reaches `pulls_request_reviewers`, "who follows me" the followers."""
+    stems = {w for w in vocabulary if w.isalpha()}
+    found: dict[str, set[str]] = {}
+    for base in stems:
+        if len(base) < _DERIVED_MIN:
+            continue
+        for ending in _DERIVED:
+            if base + ending in stems:
+                found.setdefault(base, set()).add(base + ending)
+                found.setdefault(base + ending, set()).add(base)
+    return {k: tuple(sorted(v)) for k, v in found.items()}
+
+
+def merged(*tables: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Several word -> words tables as one (words of each key in table order, once)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for table in tables:
+        for key, words in table.items():
+            out[key] = tuple(dict.fromkeys((*out.get(key, ()), *words)))
+    return out
+
+
 def expansions(tokens: Iterable[str], mined: Mapping[str, tuple[str, ...]]) -> dict[str, float]:
     """API words for a request's tokens (not the tokens themselves), at `EXPANSION` weight."""
     out: dict[str, float] = {}
