@@ -24,7 +24,14 @@ from rapidfuzz import fuzz, process
 from app.kit.lru import Lru
 from app.pipeline.routing import SourceRouter
 from app.pipeline.tool_fields import tool_fields
-from app.pipeline.vocabulary import abbreviations, derivations, expansions, merged, rewrite
+from app.pipeline.vocabulary import (
+    abbreviations,
+    derivations,
+    expansions,
+    merged,
+    rewrite,
+    shortenings,
+)
 from app.retrieval.lexical import FieldWeight as _Field
 from app.retrieval.lexical import Postings, build_postings, query_terms, score
 from app.retrieval.text import STOPWORDS, SYNONYMS, tokenize, words
@@ -211,7 +218,8 @@ class LexicalRanker(CachedRanker):
         """Abbreviations the catalog spells out (vocabulary.abbreviations) and, on catalogs of
         API operations, its verbs' nouns (vocabulary.derivations)."""
         if self.operations:
-            self.mined = merged(self.mined, derivations(self._postings))
+            short = shortenings((f[0] for f in fields), (f[2] for f in fields))
+            self.mined = merged(self.mined, derivations(self._postings), short)
         self._best_weights: dict[str, float] = {}
         self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
 

@@ -13,7 +13,7 @@ Two layers feed the lexical ranker's query expansion:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
 from app.retrieval.text import stem, tokenize
@@ -188,6 +188,37 @@ def derivations(vocabulary: Iterable[str]) -> dict[str, tuple[str, ...]]:
             if base + ending in stems:
                 found.setdefault(base, set()).add(base + ending)
                 found.setdefault(base + ending, set()).add(base)
+    return {k: tuple(sorted(v)) for k, v in found.items()}
+
+
+_SHORTENED_MIN = 3
+"""Operations whose name shortens a word of their summary the same way, for the pair to count."""
+
+
+def shortenings(
+    names: Iterable[Sequence[str]], summaries: Iterable[Sequence[str]]
+) -> dict[str, tuple[str, ...]]:
+    """Words a catalog's operation names shorten, both ways: GitHub names its operations
+    `repos_…` and `orgs_…` where their summaries say "repository" and "organization", so
+    the one is the other (`repo` and `repository`, `org` and `organizat`, `config` and
+    `configurat`). Mined from the pairs (stemmed name word, stemmed summary word) where the
+    name word starts the summary word, in at least `_SHORTENED_MIN` operations and in at least
+    half of those the name word names (`repo` and `report` do not pair)."""
+    counts: dict[tuple[str, str], int] = {}
+    named: dict[str, int] = {}
+    for name, summary in zip(names, summaries, strict=True):
+        said = set(summary)
+        for word in set(name):
+            named[word] = named.get(word, 0) + 1
+        for short in set(name) - said:
+            for long in said:
+                if len(long) > len(short) >= 3 and long.startswith(short):
+                    counts[(short, long)] = counts.get((short, long), 0) + 1
+    found: dict[str, set[str]] = {}
+    for (short, long), n in counts.items():
+        if n >= _SHORTENED_MIN and 2 * n >= named[short]:
+            found.setdefault(short, set()).add(long)
+            found.setdefault(long, set()).add(short)
     return {k: tuple(sorted(v)) for k, v in found.items()}
 
 
