@@ -26,6 +26,7 @@ from app.pipeline.routing import SourceRouter
 from app.pipeline.tool_fields import tool_fields
 from app.pipeline.vocabulary import (
     abbreviations,
+    aliases,
     derivations,
     expansions,
     merged,
@@ -218,8 +219,11 @@ class LexicalRanker(CachedRanker):
         """Abbreviations the catalog spells out (vocabulary.abbreviations) and, on catalogs of
         API operations, its verbs' nouns (vocabulary.derivations)."""
         if self.operations:
-            short = shortenings((f[0] for f in fields), (f[2] for f in fields))
-            self.mined = merged(self.mined, derivations(self._postings), short)
+            # An operation's name words without its source's name (`github__repos_get`).
+            names = [[w for w in f[0] if w not in f[7][:1]] for f in fields]
+            short = shortenings(names, (f[2] for f in fields))
+            alias = aliases(names, (f[2] for f in fields))
+            self.mined = merged(self.mined, derivations(self._postings), short, alias)
         self._best_weights: dict[str, float] = {}
         self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
 

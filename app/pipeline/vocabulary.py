@@ -191,13 +191,14 @@ def derivations(vocabulary: Iterable[str]) -> dict[str, tuple[str, ...]]:
     return {k: tuple(sorted(v)) for k, v in found.items()}
 
 
+Words = Iterable[Sequence[str]]
+"""Token lists, one per operation."""
+
 _SHORTENED_MIN = 3
 """Operations whose name shortens a word of their summary the same way, for the pair to count."""
 
 
-def shortenings(
-    names: Iterable[Sequence[str]], summaries: Iterable[Sequence[str]]
-) -> dict[str, tuple[str, ...]]:
+def shortenings(names: Words, summaries: Words) -> dict[str, tuple[str, ...]]:
     """Words a catalog's operation names shorten, both ways: GitHub names its operations
     `repos_…` and `orgs_…` where their summaries say "repository" and "organization", so
     the one is the other (`repo` and `repository`, `org` and `organizat`, `config` and
@@ -219,6 +220,35 @@ def shortenings(
         if n >= _SHORTENED_MIN and 2 * n >= named[short]:
             found.setdefault(short, set()).add(long)
             found.setdefault(long, set()).add(short)
+    return {k: tuple(sorted(v)) for k, v in found.items()}
+
+
+_ALIAS_MIN = 4
+_ALIAS_DICE = 0.45
+
+
+def aliases(names: Words, summaries: Words) -> dict[str, tuple[str, ...]]:
+    """A summary word -> the operation-name word it stands beside: Slack names `conversations`
+    what its summaries call a channel, and `dnd` what they call do not disturb. Mined from the
+    (summary word, name word) pairs of operations whose name lacks the summary word, when they
+    go together (Dice coefficient at least `_ALIAS_DICE` over operations, in at least
+    `_ALIAS_MIN`)."""
+    pairs: dict[tuple[str, str], int] = {}
+    named: dict[str, int] = {}
+    said: dict[str, int] = {}
+    for name, summary in zip(names, summaries, strict=True):
+        in_name, in_summary = set(name), set(summary)
+        for word in in_name:
+            named[word] = named.get(word, 0) + 1
+        for word in in_summary:
+            said[word] = said.get(word, 0) + 1
+        for word in in_summary - in_name:
+            for short in in_name - in_summary:
+                pairs[(word, short)] = pairs.get((word, short), 0) + 1
+    found: dict[str, set[str]] = {}
+    for (word, short), n in pairs.items():
+        if n >= _ALIAS_MIN and 2 * n >= _ALIAS_DICE * (said[word] + named[short]):
+            found.setdefault(word, set()).add(short)
     return {k: tuple(sorted(v)) for k, v in found.items()}
 
 
