@@ -46,11 +46,12 @@ Vector = npt.NDArray[np.float32]
 CLASSES = ("create", "read", "update", "delete")
 
 _REQUEST_VERB_TEXT = {
-    "create": "create add new make open start register signup sign enroll post put set",
+    "create": "create add new make open start register signup sign enroll post put set"
+    " publish file store save",
     "read": "get list show see view display what which who whose where find search read check"
     " fetch look lookup how many any retrieve",
     "update": "update edit change rename modify fix mark move set turn switch make",
-    "delete": "delete remove drop wipe erase kick uninstall revoke destroy cancel",
+    "delete": "delete remove drop wipe erase kick uninstall revoke destroy cancel stop halt",
 }
 REQUEST_VERBS: dict[str, frozenset[str]] = {}
 """Stemmed request word -> the action classes it asks for (`make` and `set`: create or

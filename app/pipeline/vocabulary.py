@@ -33,7 +33,7 @@ _GROUPS: tuple[tuple[str, str], ...] = (
     ("pr prs", "pull request"),
     ("ci pipeline pipelines build builds automation", "workflow run action"),
     ("again flaked retry rebuild", "rerun"),
-    ("abort", "cancel"),
+    ("abort stop halt", "cancel"),
     ("codebase project", "repository repo"),
     ("version versions ship shipped changelog", "release"),
     ("bookmark", "star"),
