@@ -44,6 +44,7 @@ def test_operation_shape(method: str, path: str, classes: set[str], resource: st
         ("permanently remove the old repo", {"delete"}),
         ("rename the channel", {"update"}),
         ("make a new channel", {"create", "update"}),
+        ("stop the deploy and publish the notes", {"delete", "create"}),
         ("the weather in Lisbon", set()),
     ],
 )
