@@ -16,7 +16,8 @@ def _op(name: str, method: str, path: str, summary: str) -> ToolDef:
 
 def test_derivations_pair_a_verb_with_its_noun_both_ways() -> None:
     found = derivations(tokenize("review reviewers follow followers invite invitation form format"))
-    assert "reviewer" in found["review"] and "review" in found["reviewer"]
+    assert "reviewer" in found["review"]
+    assert "review" in found["reviewer"]
     assert "follower" in found["follow"]
     assert "invitat" in found["invit"]
     assert "form" not in found  # too short to pair: form and format are not one word
@@ -26,7 +27,8 @@ def test_shortenings_need_the_same_shortening_in_several_operations() -> None:
     names = [["repo", "get"], ["repo", "list"], ["repo", "delet"], ["repo", "report"]]
     summaries = [["get", "repository"], ["list", "repository"], ["delet", "repository"], []]
     found = shortenings(names, summaries)
-    assert found["repo"] == ("repository",) and found["repository"] == ("repo",)
+    assert found["repo"] == ("repository",)
+    assert found["repository"] == ("repo",)
     assert shortenings(names[:2], summaries[:2]) == {}  # two operations are not enough
 
 
