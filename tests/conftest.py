@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -13,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import create_engine
+from app.db.migrate import upgrade
 from app.main import create_app
 from app.security.crypto import configure_keys
 from tests.fixtures.database import migrated_postgres
@@ -21,6 +24,21 @@ pytest_plugins = ["tests.fixtures.scripted_llm", "tests.fixtures.backends"]
 
 ADMIN_TOKEN = "qv_test_admin_token_0123456789"
 SECRET_KEY = Fernet.generate_key().decode()
+
+
+async def migrated_sqlite(data_dir: Path, **overrides: Any) -> Settings:
+    """Settings of a SQLite store in `data_dir`, migrated to head (the tests' keys and token)."""
+    settings = Settings.model_validate(
+        {
+            "database_url": "",
+            "data_dir": data_dir,
+            "admin_token": ADMIN_TOKEN,
+            "secret_keys": [SECRET_KEY],
+            **overrides,
+        }
+    )
+    await asyncio.to_thread(upgrade, settings)
+    return settings
 
 
 @pytest.fixture(scope="session")

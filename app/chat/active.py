@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from app.chat.models import Message
-from app.chat.pgwrite import StoredMessage
 from app.events import ErrorInfo, RunEvent, RunFailed
 from app.llm.types import ChatMessage, Role, ToolCallRequest
 
@@ -62,6 +61,18 @@ def lost_event() -> RunFailed:
             code="run_lost", message="the process running this run stopped before it finished"
         )
     )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A conversation's message as the Postgres run store reads it (the columns `Message` has)."""
+
+    seq: int
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+    name: str | None
 
 
 def history_from_rows(rows: Sequence[Message | StoredMessage]) -> list[ChatMessage]:

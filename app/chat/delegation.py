@@ -145,7 +145,7 @@ class Delegator:
     ) -> tuple[ActiveRun, RunInput]:
         """Store the child run (claimed, so the heartbeat never takes it for lost)."""
         run_id = uuid.uuid4()
-        manager.claim(run_id)
+        manager.liveness.claim(run_id)
         try:
             async with manager.sessionmaker() as session:
                 parent = await RunRepository(session).get(uuid.UUID(ctx.run_id or ""))
@@ -175,7 +175,7 @@ class Delegator:
                 )
                 await session.commit()
         except BaseException:
-            manager.unclaim(run_id)
+            manager.liveness.unclaim(run_id)
             raise
         active = ActiveRun(run_id=run_id, conversation_id=parent.conversation_id)
         inp = RunInput(

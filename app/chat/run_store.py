@@ -1,156 +1,99 @@
-"""Storing a run before it starts: the run, the user's message and, for a new conversation,
-the conversation, in one transaction (the session path; SQLite, rate-limited keys, a client's
-history), or in one statement on Postgres when the conversation goes on (`RunStarts`).
-`RunManager` mixes it in; a new conversation's run on Postgres is stored with its first event
-instead (`RunManager.start`, `app/chat/pgwrite.py`).
+"""Storing a run as it starts: one protocol (`RunStartStore`), two implementations.
+
+Before a run executes, its conversation (a new one, or an existing one the caller owns, of the
+same agent, with no run in progress), the run itself and the user's message are stored, all or
+nothing; the store answers with the conversation and the history before the message. An
+implementation may defer that write (`Opened.deferred`): the run then executes at once and
+stores itself with its first event (`Deferred.store`), so its first model call goes out while
+the write runs; nothing of the run is sent or referenced before that write is done.
+
+- `SessionRunStore` (`run_store_session.py`): one transaction on a SQLAlchemy session; it never
+  defers. SQLite, and an app given a test's sessionmaker, use it.
+- `PostgresRunStore` (`run_store_pg.py`): when the app owns its Postgres store. A new
+  conversation's run is deferred and stored with its first event by one batched statement; a
+  continued conversation is one statement too. What one statement cannot decide (a rate-limited
+  key, whose count lives in the session's transaction; a client's history; why a continuation
+  stored nothing) it hands to the session store it wraps, so each rule has one implementation.
+
+`RunManager` is given one of them at start-up (`runtime.py` decides by store) and never asks
+which. Both refuse alike: 404 for an agent or conversation that is gone or not the caller's,
+400 for another agent's conversation, 409 while a run is in progress there, 429 past the key's
+rate; a refused start stores nothing (`tests/chat/test_run_store_contract.py`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
-from app.agents.models import Agent
-from app.chat.active import history_from_rows, message_row
-from app.chat.liveness import WorkerLiveness
-from app.chat.pgwrite import ContinuedRun, RunStarts
-from app.chat.repository import ConversationRepository, RunRepository
-from app.chat.schemas import ChatRequest
-from app.errors import Conflict, Invalid, NotFound
+from app.errors import Conflict, NotFound
 from app.llm.types import ChatMessage
-from app.tenancy.limits import count_run_start
 from app.tenancy.principal import Principal
 
-FOREIGN_KEY_VIOLATION = "23503"
+FirstEvent = tuple[str, dict[str, Any]]
+"""A run's first journal event (seq 1: `run_started`, redacted): (kind, stored payload)."""
 
 
-class SessionRunStore(WorkerLiveness):
-    sessionmaker: async_sessionmaker[AsyncSession]
-    starts: RunStarts | None
+@dataclass(frozen=True, kw_only=True)
+class RunStart:
+    """A run to store before (or as) it executes."""
 
-    async def _prepare(
-        self,
-        req: ChatRequest,
-        principal: Principal,
-        agent: Agent,
-        run_id: uuid.UUID,
-        history: Sequence[ChatMessage] = (),
-    ) -> tuple[uuid.UUID, list[ChatMessage]]:
-        """The run stored with the user's message, in an existing conversation or with a new
-        one on the session path: (conversation id, history before this message)."""
-        if (
-            self.starts is not None
-            and req.conversation_id is not None
-            and self._unlimited(principal)
-        ):
-            # Continuing a conversation in one round trip; the session path tells apart why
-            # it stored nothing (404, another agent's, 409, a run whose worker died).
-            stored = await self.starts.continue_conversation(
-                ContinuedRun(
-                    run_id=run_id,
-                    conversation_id=req.conversation_id,
-                    agent_id=agent.id,
-                    message=req.message,
-                    api_key_id=principal.key_id,
-                    user=principal.user,
-                    admin=principal.admin,
-                    worker_id=self.worker_id,
-                )
-            )
-            if stored is not None:
-                return req.conversation_id, history_from_rows(stored)
-        async with self.sessionmaker() as session:
-            try:
-                conversation_id, earlier = await self._create_run(
-                    session, agent, req, principal, run_id, history
-                )
-                await session.commit()
-            except IntegrityError as exc:
-                if getattr(exc.orig, "sqlstate", None) == FOREIGN_KEY_VIOLATION:
-                    raise self._gone(req) from exc
-                # The store allows one running run per conversation (all workers).
-                raise self._busy() from exc
-        return conversation_id, earlier
+    run_id: uuid.UUID
+    agent_id: uuid.UUID
+    """An agent the caller may use (read from the agent cache; the store finds out whether it
+    was deleted meanwhile)."""
+    principal: Principal
+    message: str
+    conversation_id: uuid.UUID | None = None
+    """None: a new conversation, titled with the message's start."""
+    history: Sequence[ChatMessage] = ()
+    """Earlier messages a stateless client sent (a new conversation only): stored first."""
 
-    def _unlimited(self, principal: Principal) -> bool:
-        """No run count to keep for the key (a rate-limited one takes the session path)."""
-        return principal.rate_limit_per_minute is None
 
-    @staticmethod
-    def _gone(req: ChatRequest) -> NotFound:
-        """404 for the agent: unknown, not the key's, or deleted after it was read (a cached
-        copy not yet dropped, or a concurrent delete)."""
-        return NotFound(f"agent {str(req.agent_id)!r} not found")
+class Deferred(Protocol):
+    """A run not stored yet: it stores itself with its first event."""
 
-    @staticmethod
-    def _busy() -> Conflict:
-        return Conflict(
-            "a run is already in progress in this conversation; wait for it to "
-            "finish or cancel it (POST /api/v1/runs/{run_id}/cancel)"
-        )
+    @property
+    def crowded(self) -> bool:
+        """Are other starts being written? Then the run's first model call waits until its
+        first event is stored and sent (`RunDeps.stored_first`)."""
+        ...
 
-    async def _create_run(
-        self,
-        session: AsyncSession,
-        agent: Agent,
-        req: ChatRequest,
-        principal: Principal,
-        run_id: uuid.UUID,
-        sent: Sequence[ChatMessage] = (),
-    ) -> tuple[uuid.UUID, list[ChatMessage]]:
-        """The run and the user's message, stored together before the run starts (the
-        session path: an existing conversation, a rate-limited key, SQLite, a client's
-        history `sent` with the message)."""
-        # First, before any row that references the key: its lock orders concurrent starts.
-        # A refusal below rolls the count back with everything else.
-        await count_run_start(session, principal)
-        conversations = ConversationRepository(session)
-        seq = 1
-        if req.conversation_id is not None:
-            locked = await conversations.lock(req.conversation_id)
-            conversation = principal.owned(locked, "conversation", req.conversation_id)
-            if conversation.agent_id != agent.id:
-                raise Invalid("conversation_id: the conversation belongs to another agent")
-            if await self._blocking_run(session, conversation.id):
-                raise self._busy()
-            rows = await conversations.messages(conversation.id)
-            history = history_from_rows(rows)
-            seq = rows[-1].seq + 1 if rows else 1
-            conversation_id = conversation.id
-        else:
-            conversation_id = uuid.uuid4()
-            created = await conversations.insert_for_agent(
-                id=conversation_id,
-                agent_id=agent.id,
-                title=req.message[:80],
-                api_key_id=principal.key_id,
-                user=principal.user,
-            )
-            if not created:
-                raise self._gone(req)  # deleted behind a cached copy
-            history = list(sent)
-        await RunRepository(session).insert(
-            id=run_id,
-            conversation_id=conversation_id,
-            agent_id=agent.id,
-            worker_id=self.worker_id,
-            api_key_id=principal.key_id,
-            user=principal.user,
-        )
-        new_rows = [message_row(m) for m in (*sent, ChatMessage.user(req.message))]
-        await conversations.insert_messages(conversation_id, run_id, seq, new_rows)
-        return conversation_id, history
+    def store(self, first: FirstEvent | None, stored: asyncio.Future[None]) -> asyncio.Future[None]:
+        """Store the run with its first event (None: it ended before one). Returns the write;
+        `stored` settles as it does (`NotFound` when the agent was deleted meanwhile)."""
+        ...
 
-    async def _blocking_run(self, session: AsyncSession, conversation_id: uuid.UUID) -> bool:
-        """Is a run still in progress here? A run whose worker died is closed as lost
-        (`run_failed {code: run_lost}`) instead of blocking the conversation."""
-        run = await RunRepository(session).running_in_conversation(conversation_id)
-        if run is None:
-            return False
-        if await self._executed_somewhere(session, run):
-            return True
-        await self._close_lost(session, run.id)
-        return False
+
+@dataclass(frozen=True)
+class Opened:
+    conversation_id: uuid.UUID
+    history: list[ChatMessage]
+    """The conversation's messages before the user's (model messages), or the client's."""
+    deferred: Deferred | None = None
+    """Set when nothing is stored yet (see `Deferred`)."""
+
+
+class RunStartStore(Protocol):
+    async def open(self, start: RunStart) -> Opened:
+        """Store the run, or defer it (`Opened.deferred`); raises `AppError`s only (404, 400,
+        409, 429), having stored nothing."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def agent_gone(agent_id: uuid.UUID) -> NotFound:
+    """404 for the agent: unknown, not the key's, or deleted after it was read (a cached copy
+    not yet dropped, or a concurrent delete)."""
+    return NotFound(f"agent {str(agent_id)!r} not found")
+
+
+def run_in_progress() -> Conflict:
+    return Conflict(
+        "a run is already in progress in this conversation; wait for it to "
+        "finish or cancel it (POST /api/v1/runs/{run_id}/cancel)"
+    )

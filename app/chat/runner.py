@@ -12,12 +12,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
-from functools import partial
-from typing import Any
+from collections.abc import Callable, Sequence
 
-import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.cache import AgentCache
@@ -32,12 +28,15 @@ from app.chat.active import (
     message_row,
 )
 from app.chat.hub import RunHub
-from app.chat.journal import JournalBatcher, JournalWriter, copy_outcome, is_transient
+from app.chat.journal import JournalBatcher, JournalWriter, is_transient
+from app.chat.liveness import WorkerLiveness
 from app.chat.loop import ReactRun, RunDeps, RunInput, RunResult
 from app.chat.models import Run
-from app.chat.pgwrite import NewRun, RunStarts, Settle
-from app.chat.repository import RunRepository, WorkerRepository
-from app.chat.run_store import SessionRunStore
+from app.chat.pgwrite import Settle
+from app.chat.repository import RunRepository
+from app.chat.run_store import Deferred, Opened, RunStart, RunStartStore, agent_gone
+from app.chat.run_store_pg import PostgresRunStore
+from app.chat.run_store_session import SessionRunStore
 from app.chat.schemas import ChatRequest
 from app.config import Settings
 from app.errors import Unavailable
@@ -53,7 +52,10 @@ from app.tenancy.principal import Principal
 logger = logging.getLogger("quiver.runs")
 
 
-class RunManager(SessionRunStore):
+class RunManager:
+    """Runs on top of two parts: the run start store (`store`, see `run_store.py`) and this
+    worker's liveness (`liveness`: heartbeats, lost runs, claims)."""
+
     def __init__(
         self,
         *,
@@ -69,8 +71,9 @@ class RunManager(SessionRunStore):
         notify_approval: Callable[[ApprovalNotice], None] | None = None,
     ) -> None:
         """`fast_dsn`: the app owns its Postgres store, so new runs and the journal are written
-        on asyncpg connections of their own (`app/chat/pgwrite.py`); None: through sessions.
-        `notify_approval`: told of each new approval (the webhook sender's queue)."""
+        on asyncpg connections of their own (`PostgresRunStore`, `app/chat/pgwrite.py`);
+        None: through sessions (`SessionRunStore`). `notify_approval`: told of each new
+        approval (the webhook sender's queue)."""
         self.settings = settings
         self.sessionmaker = sessionmaker
         self.hub = hub
@@ -81,7 +84,6 @@ class RunManager(SessionRunStore):
         self.active: dict[uuid.UUID, ActiveRun] = {}
         self.background = background or sessionmaker
         self.agents = agents or AgentCache(sessionmaker)
-        self.starts = RunStarts(fast_dsn, size=4) if fast_dsn else None
         self.journal = JournalBatcher(
             sessionmaker=sessionmaker,
             hub=hub,
@@ -89,18 +91,29 @@ class RunManager(SessionRunStore):
             dsn=fast_dsn,
         )
         hub.on_cancel = self._cancel_local
-        self.worker_id = uuid.uuid4()
-        """This process, as the owner of the runs it executes (see `Worker`)."""
-        self._claimed: set[uuid.UUID] = set()
-        self.resumable: dict[str, Callable[[Run], Awaitable[None]]] = {}
-        """Run kinds another worker can take over (MCP sessions): when no live worker holds
-        such a run, the sweep asks its kind's handler (which ends it once idle) instead of
-        closing it as lost."""
-        self._heartbeat: asyncio.Task[None] | None = None
-        self._beating_since: float | None = None
+        self.liveness = WorkerLiveness(
+            settings=settings,
+            hub=hub,
+            background=self.background,
+            executing=self.active,
+            cancel_local=self._cancel_local,
+        )
+        session_store = SessionRunStore(sessionmaker, self.liveness)
+        self.store: RunStartStore = (
+            PostgresRunStore(fast_dsn, session=session_store) if fast_dsn else session_store
+        )
         self.draining_since: float | None = None
         """When this process began to drain (SIGTERM, `drain`): it starts no new run, and its
         running runs get `QUIVER_DRAIN_TIMEOUT_S` to finish before they are cancelled."""
+
+    @property
+    def worker_id(self) -> uuid.UUID:
+        """This process, as the owner of the runs it executes (see `Worker`)."""
+        return self.liveness.worker_id
+
+    async def open(self) -> None:
+        """Register this worker and keep it beating (see `WorkerLiveness.open`)."""
+        await self.liveness.open()
 
     # --- start ---------------------------------------------------------------------------
 
@@ -112,10 +125,11 @@ class RunManager(SessionRunStore):
         `history`: earlier messages a stateless client sent with this one (the OpenAI door);
         they open the new conversation, stored before the user's message.
 
-        A run in a new conversation (the common case) starts at once and stores itself with
-        its first event (`_execute`); alone, its model call goes out while that write runs. Its
-        other events wait for it (`JournalWriter`'s `after`), so nothing is stored or sent
-        before the run is, and the response (X-Run-Id) is sent once it is stored.
+        The store (`run_store.py`) stores the run before it executes, or defers it: the run
+        then starts at once and stores itself with its first event (`_run`); alone, its model
+        call goes out while that write runs. Its other events wait for it (`JournalWriter`'s
+        `after`), so nothing is stored or sent before the run is, and the response (X-Run-Id)
+        is sent once it is stored.
         """
         assert not (history and req.conversation_id), "history opens a new conversation"
         if self.llm is None:
@@ -127,44 +141,31 @@ class RunManager(SessionRunStore):
             raise Unavailable("this gateway process is shutting down: send the request again")
         agent = await self.agents.get(req.agent_id)
         if agent is None or not principal.may_use(agent.id):
-            raise self._gone(req)
-        run_id = uuid.uuid4()
-        if (
-            self.starts is not None
-            and req.conversation_id is None
-            and not history
-            and self._unlimited(principal)
-        ):
-            stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            new = NewRun(
-                run_id=run_id,
-                conversation_id=uuid.uuid4(),
-                agent_id=agent.id,
-                title=req.message[:80],
-                message=req.message,
-                api_key_id=principal.key_id,
-                user=principal.user,
-                worker_id=self.worker_id,
-            )
-            active, queue = self._launch(
-                req, principal, agent, run_id, new.conversation_id, [], start=new, stored=stored
-            )
+            raise agent_gone(req.agent_id)
+        start = RunStart(
+            run_id=uuid.uuid4(),
+            agent_id=agent.id,
+            principal=principal,
+            message=req.message,
+            conversation_id=req.conversation_id,
+            history=history,
+        )
+        # Once stored, the run is not lost to the heartbeat before it executes.
+        self.liveness.claim(start.run_id)
+        try:
+            opened = await self.store.open(start)
+            active, queue, stored = self._launch(req, principal, agent, start.run_id, opened)
+        finally:
+            self.liveness.unclaim(start.run_id)
+        if stored is not None:
             try:
                 await asyncio.shield(stored)
-            except BaseException as exc:
+            except BaseException:
                 # Not stored (or the request went away meanwhile): the run does not go on. If
                 # the write did commit after all, the heartbeat closes the run as lost.
                 await self._abort(active)
-                if isinstance(exc, asyncpg.ForeignKeyViolationError):
-                    raise self._gone(req) from exc  # deleted just now (a stale cached copy)
                 raise
-            return active, queue
-        self._claimed.add(run_id)
-        try:
-            conversation_id, earlier = await self._prepare(req, principal, agent, run_id, history)
-            return self._launch(req, principal, agent, run_id, conversation_id, earlier)
-        finally:
-            self._claimed.discard(run_id)
+        return active, queue
 
     def _launch(
         self,
@@ -172,28 +173,29 @@ class RunManager(SessionRunStore):
         principal: Principal,
         agent: Agent,
         run_id: uuid.UUID,
-        conversation_id: uuid.UUID,
-        history: list[ChatMessage],
-        *,
-        start: NewRun | None = None,
-        stored: asyncio.Future[None] | None = None,
-    ) -> tuple[ActiveRun, asyncio.Queue[Published]]:
-        active = ActiveRun(run_id=run_id, conversation_id=conversation_id)
+        opened: Opened,
+    ) -> tuple[ActiveRun, asyncio.Queue[Published], asyncio.Future[None] | None]:
+        """Execute the run; with a deferred store, also the future of its storing."""
+        active = ActiveRun(run_id=run_id, conversation_id=opened.conversation_id)
         queue = active.subscribe()
         self.active[run_id] = active
         inp = RunInput(
             run_id=str(run_id),
-            conversation_id=str(conversation_id),
+            conversation_id=str(opened.conversation_id),
             agent=agent,
             message=req.message,
-            history=history,
+            history=opened.history,
             api_key_id=str(principal.key_id),
             user=principal.user,
         )
+        stored: asyncio.Future[None] | None = None
+        if opened.deferred is not None:
+            stored = asyncio.get_running_loop().create_future()
         active.task = asyncio.create_task(
-            self._execute(active, inp, start=start, stored=stored), name=f"run-{run_id}"
+            self._execute(active, inp, deferred=opened.deferred, stored=stored),
+            name=f"run-{run_id}",
         )
-        return active, queue
+        return active, queue, stored
 
     async def _abort(self, active: ActiveRun) -> None:
         """Stop a run whose row was not stored (nothing of it was journaled or sent)."""
@@ -209,14 +211,10 @@ class RunManager(SessionRunStore):
         `chat/delegation.py`); `keep_messages=False` keeps its messages out of the
         conversation (they stay in its journal)."""
         self.active[active.run_id] = active
-        self._claimed.discard(active.run_id)
+        self.liveness.unclaim(active.run_id)
         active.task = asyncio.create_task(
             self._execute(active, inp, keep_messages=keep_messages), name=f"run-{active.run_id}"
         )
-
-    def _starts(self) -> RunStarts:
-        assert self.starts is not None, "only runs started on the Postgres fast path"
-        return self.starts
 
     def _llm(self) -> LlmClient:
         assert self.llm is not None, "start() refuses runs without an LLM"
@@ -230,13 +228,15 @@ class RunManager(SessionRunStore):
         inp: RunInput,
         *,
         keep_messages: bool = True,
-        start: NewRun | None = None,
+        deferred: Deferred | None = None,
         stored: asyncio.Future[None] | None = None,
     ) -> None:
         """The run in its `invoke_agent` span (a child of the request's or the delegating tool
         call's span: the task was created in that context)."""
         with tracing.run_span(inp.agent.name, inp.run_id, inp.conversation_id):
-            await self._run(active, inp, keep_messages=keep_messages, start=start, stored=stored)
+            await self._run(
+                active, inp, keep_messages=keep_messages, deferred=deferred, stored=stored
+            )
 
     async def _run(
         self,
@@ -244,10 +244,10 @@ class RunManager(SessionRunStore):
         inp: RunInput,
         *,
         keep_messages: bool,
-        start: NewRun | None,
+        deferred: Deferred | None,
         stored: asyncio.Future[None] | None,
     ) -> None:
-        """`start`: the run is not stored yet. The run stores it with its first event
+        """`deferred`: the run is not stored yet. The run stores it with its first event
         (`run_started`, once the toolset is assembled) and settles `stored` when that write
         is done; its model call goes out meanwhile, its later events wait for `stored`."""
         journal = JournalWriter(run_id=active.run_id, batcher=self.journal, after=stored)
@@ -282,17 +282,17 @@ class RunManager(SessionRunStore):
                     result = event
                 elif event.kind in TERMINAL_KINDS:
                     terminal = event  # written after the conversation is persisted
-                elif start is not None and stored is not None:
+                elif deferred is not None and stored is not None:
                     # Alone, the run's model call goes out while it is stored; in a burst, the
                     # starts' writes and first events go first: a run's model call waits until
                     # its own first event is stored and sent.
-                    if self._starts().pending > 0:
+                    if deferred.crowded:
                         deps.stored_first = True
                         deps.first_out = active.first_out
                     seq, clean, data = journal.first(event)
-                    write = self._store_start(start, stored, (event.kind, data))
+                    write = deferred.store((event.kind, data), stored)
                     outbox.put_nowait((seq, clean, write))
-                    start = None
+                    deferred = None
                 else:
                     outbox.put_nowait(journal.submit(event))
         except Exception as exc:  # the run's one exception boundary: journal it, typed
@@ -303,8 +303,8 @@ class RunManager(SessionRunStore):
                 )
             )
         finally:
-            if start is not None and stored is not None:  # ended before its first event
-                self._store_start(start, stored, None)
+            if deferred is not None and stored is not None:  # ended before its first event
+                deferred.store(None, stored)
             outbox.put_nowait(None)
             await publisher
         if active.journal_failed:
@@ -347,18 +347,6 @@ class RunManager(SessionRunStore):
             self.journal.release(active.run_id)
             if self.on_finished is not None:
                 self.on_finished(result.status if terminal.kind == "run_finished" else "failed")
-
-    def _store_start(
-        self,
-        start: NewRun,
-        stored: asyncio.Future[None],
-        first: tuple[str, dict[str, Any]] | None,
-    ) -> asyncio.Future[None]:
-        """Store the run with its first event (None: it ended before one); `stored` is
-        settled as that write is."""
-        write = self._starts().submit(replace(start, event=first))
-        write.add_done_callback(partial(copy_outcome, stored))
-        return write
 
     async def _publish_in_order(
         self, active: ActiveRun, stored: asyncio.Queue[Submitted | None]
@@ -409,9 +397,9 @@ class RunManager(SessionRunStore):
         async with self.sessionmaker() as session:
             repo = RunRepository(session)
             run = principal.owned(await repo.get(run_id), "run", run_id)
-            if run.status == "running" and not await self._executed_somewhere(session, run):
+            if run.status == "running" and not await self.liveness.executed_somewhere(session, run):
                 # Its worker is gone: nothing would ever act on the request. Close it now.
-                await self._close_lost(session, run_id)
+                await self.liveness.close_lost(session, run_id)
                 await session.commit()
                 await session.refresh(run)
                 self.hub.wake(run_id)
@@ -445,15 +433,6 @@ class RunManager(SessionRunStore):
         if tasks:
             await asyncio.wait(tasks, timeout=10)
         await self.journal.aclose()
-        if self.starts is not None:
-            with contextlib.suppress(Exception):
-                await self.starts.aclose()
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(BaseException):
-                await self._heartbeat
         with contextlib.suppress(Exception):
-            async with self.background() as session:
-                if not await RunRepository(session).running_of_worker(self.worker_id):
-                    await WorkerRepository(session).forget(self.worker_id)
-                    await session.commit()
+            await self.store.aclose()
+        await self.liveness.aclose()

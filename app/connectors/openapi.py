@@ -39,7 +39,15 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from app.connectors.actions import path_placeholders
-from app.connectors.openapi_doc import Refs, check_version, load, mapping, pointer, short_text
+from app.connectors.openapi_doc import (
+    Refs,
+    check_version,
+    load,
+    mapping,
+    parameter_list,
+    pointer,
+    short_text,
+)
 from app.connectors.openapi_schema import json_schema, parameter_hints
 from app.connectors.openapi_security import METHODS, derive_auth
 from app.connectors.swagger2 import convert_swagger2
@@ -48,6 +56,8 @@ from app.errors import Invalid
 
 _RESERVED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_PLACES = ("path", "query", "header", "cookie")
+"""Where an OpenAPI 3 parameter goes (Swagger 2.0's `body` and `formData` are converted first)."""
 FORM_ENCODINGS = {"application/x-www-form-urlencoded": "form", "multipart/form-data": "multipart"}
 BODY_ENCODING = "x-body-encoding"
 """Top-level key of an action's parameters schema: how body parameters are encoded."""
@@ -208,7 +218,7 @@ def _actions(
         if not str(path).startswith("/"):
             raise Invalid(f"{at}: path must start with '/'")
         item = mapping(refs.shallow(raw_item, at), at)
-        shared = _parameter_list(item.get("parameters"), f"{at}/parameters", refs)
+        shared = parameter_list(item.get("parameters"), f"{at}/parameters", refs, _PLACES)
         for method in METHODS:
             if method not in item:
                 continue
@@ -234,25 +244,6 @@ def _unique(name: str, used: set[str]) -> str:
     return candidate
 
 
-def _parameter_list(raw: Any, at: str, refs: Refs) -> dict[tuple[str, str], tuple[str, Any]]:
-    """(name, in) → (pointer, parameter object), in document order."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, list):
-        raise Invalid(f"{at}: expected a list")
-    found: dict[tuple[str, str], tuple[str, Any]] = {}
-    for i, item in enumerate(raw):
-        p_at = f"{at}/{i}"
-        param = mapping(refs.shallow(item, p_at), p_at)
-        name, where = param.get("name"), param.get("in")
-        if not isinstance(name, str) or not name:
-            raise Invalid(f"{p_at}/name: a parameter needs a name")
-        if where not in ("path", "query", "header", "cookie"):
-            raise Invalid(f"{p_at}/in: must be path, query, header or cookie, got {where!r}")
-        found[(name, where)] = (p_at, param)
-    return found
-
-
 def _action(
     name: str,
     method: str,
@@ -263,7 +254,7 @@ def _action(
     refs: Refs,
     warnings: list[str],
 ) -> ActionDraft:
-    params = {**shared, **_parameter_list(op.get("parameters"), f"{at}/parameters", refs)}
+    params = {**shared, **parameter_list(op.get("parameters"), f"{at}/parameters", refs, _PLACES)}
     properties: dict[str, Any] = {}
     required: list[str] = []
     placeholders = path_placeholders(path)

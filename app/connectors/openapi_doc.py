@@ -9,7 +9,7 @@ with a 422 after a fraction of a second instead of eating the CPU and memory.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -188,3 +188,26 @@ class Refs:
         if isinstance(node, list):
             return [self.schema(item, at, stack, depth + 1) for item in node]
         return node
+
+
+def parameter_list(
+    raw: Any, at: str, refs: Refs, places: Sequence[str]
+) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
+    """A `parameters` list: (name, in) → (pointer, parameter object), `$ref`s followed, in
+    document order; `in` must be one of `places` (OpenAPI 3's, or Swagger 2.0's)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        raise Invalid(f"{at}: expected a list")
+    found: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    for i, item in enumerate(raw):
+        p_at = f"{at}/{i}"
+        param = mapping(refs.shallow(item, p_at), p_at)
+        name, where = param.get("name"), param.get("in")
+        if not isinstance(name, str) or not name:
+            raise Invalid(f"{p_at}/name: a parameter needs a name")
+        if not isinstance(where, str) or where not in places:
+            listed = ", ".join(places[:-1]) + " or " + places[-1]
+            raise Invalid(f"{p_at}/in: must be {listed}, got {where!r}")
+        found[(name, where)] = (p_at, param)
+    return found

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.connectors.openapi_doc import Refs, mapping, measure, pointer
+from app.connectors.openapi_doc import Refs, mapping, measure, parameter_list, pointer
 from app.errors import Invalid
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
@@ -154,24 +154,9 @@ def _security_schemes(definitions: Any) -> dict[str, Any]:
 
 
 def _resolved(raw: Any, at: str, refs: Refs) -> dict[tuple[str, str], dict[str, Any]]:
-    """(name, in) → parameter, `$ref`s followed, in document order."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, list):
-        raise Invalid(f"{at}: expected a list")
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for i, item in enumerate(raw):
-        p_at = f"{at}/{i}"
-        param = mapping(refs.shallow(item, p_at), p_at)
-        name, where = param.get("name"), param.get("in")
-        if not isinstance(name, str) or not name:
-            raise Invalid(f"{p_at}/name: a parameter needs a name")
-        if where not in ("path", "query", "header", "body", "formData"):
-            raise Invalid(
-                f"{p_at}/in: must be path, query, header, body or formData, got {where!r}"
-            )
-        found[(name, str(where))] = {**param, "x-at": p_at}
-    return found
+    """(name, in) → parameter with its pointer as `x-at`, `$ref`s followed, in document order."""
+    found = parameter_list(raw, at, refs, ("path", "query", "header", "body", "formData"))
+    return {key: {**param, "x-at": p_at} for key, (p_at, param) in found.items()}
 
 
 def _operation(

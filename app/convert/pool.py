@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar, cast
@@ -70,9 +71,26 @@ class ConversionPool:
                 )
             pool = self._pool
             if not self._ready:
-                await asyncio.to_thread(lambda: pool.schedule(_ready).result(timeout=120))
+                await asyncio.to_thread(self._wait_ready, pool)
                 self._ready = True
         return pool
+
+    def _wait_ready(self, pool: pebble.ProcessPool, limit_s: float = 120.0) -> None:
+        """Wait (in a thread) for the first worker, giving up at once when the pool is closed
+        meanwhile: a stopped pool never resolves the call, and a thread left waiting for it
+        would hold up the process's exit (an app stopped right after it started)."""
+        future = pool.schedule(_ready)
+        deadline = time.monotonic() + limit_s
+        while True:
+            try:
+                future.result(timeout=0.2)
+                return
+            except FutureTimeout:
+                if self._pool is not pool:
+                    future.cancel()  # type: ignore[no-untyped-call]
+                    raise RuntimeError("conversion workers closed while starting") from None
+                if time.monotonic() > deadline:
+                    raise
 
     async def warm(self) -> None:
         """Start the workers now (the app does, in the background, at start-up), so that

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import DateTime, event
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
 
@@ -26,6 +26,7 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
         )
         _store_no_nul(engine)
         _enable_sqlite_foreign_keys(engine)
+        _sqlite_transactions(engine)
         _utc_sqlite_datetimes(engine)
         return engine
     if settings.behind_pooler:
@@ -72,6 +73,24 @@ def _enable_sqlite_foreign_keys(engine: AsyncEngine) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.close()
+
+
+def _sqlite_transactions(engine: AsyncEngine) -> None:
+    """A savepoint never opens an SQLite transaction by itself.
+
+    The sqlite3 driver's legacy transaction control (Python < 3.16) emits BEGIN only before
+    INSERT/UPDATE/DELETE: a SAVEPOINT sent first is then the outer transaction, and its
+    RELEASE commits — the document row of a knowledge upload was durable before its chunks
+    were written. So a savepoint outside a transaction first takes the write lock (BEGIN
+    IMMEDIATE: it waits `timeout` for other writers, as the driver's own BEGIN does). Reads
+    keep running outside transactions, as before; docs/operations.md, "SQLite transactions",
+    says why this is not the BEGIN-on-every-transaction recipe."""
+
+    @event.listens_for(engine.sync_engine, "savepoint")
+    def _begin_first(conn: Connection, _name: str) -> None:
+        driver: Any = conn.connection.driver_connection  # aiosqlite's (or sqlite3's) Connection
+        if not driver.in_transaction:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 class _UtcSqliteDateTime(sqlite.DATETIME):

@@ -67,7 +67,7 @@ class McpSessions:
         self.handing_over = False
         """Set at shutdown: sessions that end here now are left for another worker."""
         self._tasks: set[asyncio.Task[None]] = set()
-        runs.resumable[RUN_KIND] = self.sweep
+        runs.liveness.resumable[RUN_KIND] = self.sweep
 
     @property
     def idle_s(self) -> float:
@@ -129,12 +129,12 @@ class McpSessions:
         state is held here under its session id at once (`drop` it if no session comes of it)."""
         agent = caller.agent
         run_id = uuid.uuid4()
-        self.runs.claim(run_id)
+        self.runs.liveness.claim(run_id)
         try:
             conversation_id = await self.store.create_run(run_id, caller)
             toolset = await assemble_for_mcp(agent, self.runs)
         except BaseException:
-            self.runs.unclaim(run_id)
+            self.runs.liveness.unclaim(run_id)
             raise
         state = self._state(session_id_for(run_id, elicitation=elicitation), caller, toolset)
         await state.journal.write(
@@ -158,7 +158,7 @@ class McpSessions:
         if parsed is None:
             raise LookupError(session_id)
         run_id = parsed[0]
-        self.runs.claim(run_id)
+        self.runs.liveness.claim(run_id)
         try:
             found = await self.store.summary(run_id)
             toolset = await assemble_for_mcp(caller.agent, self.runs)
@@ -168,7 +168,7 @@ class McpSessions:
                 if await self.store.worker_alive(previous):
                     found.open_calls = []  # still running there: its result is its own
         except BaseException:
-            self.runs.unclaim(run_id)
+            self.runs.liveness.unclaim(run_id)
             raise
         for names in found.loaded:
             toolset.activate(names)
@@ -295,14 +295,14 @@ class McpSessions:
     async def _release(self, state: McpSession) -> None:
         """Let go of what this worker held for the session (the run goes on, or is over)."""
         self.runs.journal.release(state.run_id)
-        self.runs.unclaim(state.run_id)
+        self.runs.liveness.unclaim(state.run_id)
         with contextlib.suppress(Exception):
             await state.toolset.aclose()
 
     async def aclose(self) -> None:
         """Shutdown: the sessions stay open for other workers (or this one after a restart)."""
         self.handing_over = True
-        self.runs.resumable.pop(RUN_KIND, None)
+        self.runs.liveness.resumable.pop(RUN_KIND, None)
         for session_id in list(self.sessions):
             state = self.sessions.pop(session_id)
             async with state.lock:

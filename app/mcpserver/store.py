@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.models import Conversation, Run, RunEventRecord
 from app.chat.repository import RUNNING, RunRepository, WorkerRepository
+from app.chat.run_store_pg import PostgresRunStore
 from app.chat.runner import RunManager
 from app.db.base import utcnow
 from app.errors import RateLimited
@@ -136,9 +137,10 @@ class SessionStore:
         otherwise it runs in the caller's transaction `db`. Activity is recorded coarsely
         (the sweep's idle clock), ownership at every move."""
         me = self.runs.worker_id
-        if self.runs.starts is not None:  # Postgres: one statement, no ORM
+        store = self.runs.store
+        if isinstance(store, PostgresRunStore):  # Postgres: one statement, no ORM
             quiet = utcnow() - timedelta(seconds=touch_every_s)
-            found = await self.runs.starts.fetchrow(
+            found = await store.fetchrow(
                 _ADMIT, run_id, me, utcnow(), agent_id, key_id, quiet, RUN_KIND
             )
             if found is None or not found["ok"]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from authlib.oauth2 import OAuth2Error
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -64,39 +65,52 @@ class IssuedToken:
     refresh_expires_at: datetime | None
 
 
+@dataclass(frozen=True)
+class _Granting:
+    """A valid authorization request and its grant: what the consent page and the person's
+    decision both start from."""
+
+    server: QuiverAuthorizationServer
+    request: FormRequest
+    agent: Agent
+    grant: Any
+
+
 class OAuthService:
-    async def _form_request(
-        self, request: Request, base: str, *, with_form: bool
-    ) -> FormRequest | Response:
+    async def _prepared(
+        self, session: AsyncSession, settings: Settings, request: Request, *, with_form: bool
+    ) -> tuple[QuiverAuthorizationServer, FormRequest] | Response:
+        """The authorization server for this request and the request as authlib reads it, or
+        the error response (`insecure_transport`: plain http to a public host)."""
+        base = request_base(settings, request)
         form: list[tuple[str, str]] = []
         if with_form:
             form = _pairs(list((await request.form()).multi_items()))
         try:
-            return FormRequest(
+            built = FormRequest(
                 request.method,
                 base + request.url.path,
                 request.headers,
                 _pairs(list(request.query_params.multi_items())),
                 form,
             )
-        except OAuth2Error as error:  # insecure_transport: plain http to a public host
+        except OAuth2Error as error:
             return _insecure(error)
+        return QuiverAuthorizationServer(session, settings, base), built
 
     async def token(self, session: AsyncSession, settings: Settings, request: Request) -> Response:
-        base = request_base(settings, request)
-        built = await self._form_request(request, base, with_form=True)
-        if isinstance(built, Response):
-            return built
-        server = QuiverAuthorizationServer(session, settings, base)
+        prepared = await self._prepared(session, settings, request, with_form=True)
+        if isinstance(prepared, Response):
+            return prepared
+        server, built = prepared
         response: Response = await in_thread(lambda: server.create_token_response(built))
         return response
 
     async def revoke(self, session: AsyncSession, settings: Settings, request: Request) -> Response:
-        base = request_base(settings, request)
-        built = await self._form_request(request, base, with_form=True)
-        if isinstance(built, Response):
-            return built
-        server = QuiverAuthorizationServer(session, settings, base)
+        prepared = await self._prepared(session, settings, request, with_form=True)
+        if isinstance(prepared, Response):
+            return prepared
+        server, built = prepared
         response: Response = await in_thread(
             lambda: server.create_endpoint_response("revocation", built)
         )
@@ -117,16 +131,15 @@ class OAuthService:
         )
         return response
 
-    async def consent(
+    async def _granting(
         self, session: AsyncSession, settings: Settings, request: Request, key: ApiKey
-    ) -> Consent | Response:
-        """A valid authorization request to show the person, or the error response: a redirect
-        to the client when its redirect URI is known to be its own, else `refusal` (raised)."""
-        base = request_base(settings, request)
-        built = await self._form_request(request, base, with_form=False)
-        if isinstance(built, Response):
-            return built
-        server = QuiverAuthorizationServer(session, settings, base)
+    ) -> _Granting | Response:
+        """The authorization request with its grant, or the error response: a redirect to the
+        client when its redirect URI is known to be its own, else `refusal` (raised)."""
+        prepared = await self._prepared(session, settings, request, with_form=False)
+        if isinstance(prepared, Response):
+            return prepared
+        server, built = prepared
         try:
             grant = await in_thread(lambda: server.get_consent_grant(built, end_user=key))
         except OAuth2Error as error:
@@ -135,11 +148,21 @@ class OAuthService:
                 return redirect
             raise refusal(error) from None
         assert built.agent is not None
+        return _Granting(server=server, request=built, agent=built.agent, grant=grant)
+
+    async def consent(
+        self, session: AsyncSession, settings: Settings, request: Request, key: ApiKey
+    ) -> Consent | Response:
+        """A valid authorization request to show the person, or the error response (see
+        `_granting`)."""
+        granting = await self._granting(session, settings, request, key)
+        if isinstance(granting, Response):
+            return granting
         return Consent(
-            client=built.client,
-            agent=built.agent,
-            redirect_uri=grant.redirect_uri,
-            scope=built.scope or "",
+            client=granting.request.client,
+            agent=granting.agent,
+            redirect_uri=granting.grant.redirect_uri,
+            scope=granting.request.scope or "",
         )
 
     async def decide(
@@ -152,20 +175,11 @@ class OAuthService:
         approve: bool,
     ) -> Response:
         """The person's decision: a redirect to the client with a code, or `access_denied`."""
-        base = request_base(settings, request)
-        built = await self._form_request(request, base, with_form=False)
-        if isinstance(built, Response):
-            return built
-        server = QuiverAuthorizationServer(session, settings, base)
-        try:
-            grant = await in_thread(lambda: server.get_consent_grant(built, end_user=key))
-        except OAuth2Error as error:
-            if error.redirect_uri:
-                redirect: Response = server.handle_error_response(built, error)
-                return redirect
-            raise refusal(error) from None
-        assert built.agent is not None
-        granted = key if approve and key_may_use(key, built.agent.id) else None
+        granting = await self._granting(session, settings, request, key)
+        if isinstance(granting, Response):
+            return granting
+        granted = key if approve and key_may_use(key, granting.agent.id) else None
+        server, built, grant = granting.server, granting.request, granting.grant
         response: Response = await in_thread(
             lambda: server.create_authorization_response(built, grant_user=granted, grant=grant)
         )

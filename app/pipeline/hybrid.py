@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.kit.lru import Lru
+from app.pipeline.operations import OperationShapes, ShapeWeights
 from app.pipeline.ranker import (
     CachedRanker,
     LexicalRanker,
@@ -37,6 +38,13 @@ from app.tools.base import ToolDef
 
 Matrix = npt.NDArray[np.float32]
 Vector = npt.NDArray[np.float64]
+
+
+SHAPE = ShapeWeights(verb=1.5, resource=1.5, prior=0.5, admin=1.0, name=0.5)
+"""Chosen on the development half of the real-catalog set (bench/selection.py --real): a
+plateau from verb 1.0-2.0, object 1.0-2.0, prior 0.35-0.5 (in z-score units of the fused
+signals); admin 0 / 0.5 / 1.0 gave recall@5 0.64 / 0.65 / 0.66; name coverage 0 / 0.5 / 1.0
+gave 0.67 / 0.69 / 0.70 with all parts@10 0.77 / 0.77 / 0.76."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,9 @@ class Fusion:
     merge: float = 3.0
     """How clearly a clause must pick its best tool for it to join the top (`_merge`; 0: never;
     catalogs of API operations only: on BFCL's long single-intent requests it costs recall)."""
+    shape: ShapeWeights = SHAPE
+    """The operation's shape against the request's verb and object (pipeline/operations.py;
+    catalogs of API operations only)."""
 
 
 FUSION = Fusion(lexical=0.15, wordllama=0.3, minilm=0.5, whole=0.8, clause=0.2)
@@ -150,6 +161,16 @@ FREE_TEXT_MIN_SCORE = 0.25
 """The same for catalogs of free-text tools (no method and path): their short descriptions
 score lower, and a higher floor drops right tools (MetaTool: 17% of the right tools in the top
 six score under 0.34, 1.4% under 0.25, on the tune half)."""
+HYBRID_SURE_SCORE = 0.42
+"""On catalogs of API operations, a best kept tool under this keeps at most two
+(`CachedRanker.kept`): on the development half of the real-catalog set no right tool was
+dropped, and no request no tool serves kept more than two."""
+FOREIGN_SHARE = 0.6
+"""A request whose words are at least this share foreign to a catalog of API operations
+(`LexicalRanker.foreign_share`) keeps at most two tools whatever its best score: on the
+development half of the real-catalog set, the one served request past it was missed anyway,
+and the one unrelated request that still kept five tools ("how long should I boil an egg?")
+keeps one."""
 HYBRID_WEAK_SCORE = 0.15
 """A best tool between this and `HYBRID_MIN_SCORE` is kept alone (`CachedRanker.kept`)."""
 _STANDOUT = 4.0
@@ -168,9 +189,10 @@ class HybridRanker(CachedRanker):
     def __init__(self, tools: Sequence[ToolDef]) -> None:
         super().__init__(tools)
         self.lexical = LexicalRanker(tools)
-        routed = sum(1 for t in tools if t.hints is not None and t.hints.path)
-        self._operations = 2 * routed > len(tools)
+        self._operations = self.lexical.operations
         self.min_score = HYBRID_MIN_SCORE if self._operations else FREE_TEXT_MIN_SCORE
+        self.sure_score = HYBRID_SURE_SCORE if self._operations else 0.0
+        self._shapes = OperationShapes(tools, self.fusion.shape) if self._operations else None
         texts = [tool_text(t) for t in tools]
         self._matrix = _wordllama_rows(texts) if self.fusion.wordllama else None
         self._static = StaticModel.shared() if self.fusion.minilm else None
@@ -178,6 +200,11 @@ class HybridRanker(CachedRanker):
             ids = _static_ids(self._static, texts)
             self._idf = self._static.idf_weights(ids)
             self._minilm: Matrix = self._static.embed_ids(ids, self._idf)
+
+    def unsure(self, query: str) -> bool:
+        """On catalogs of API operations: most of the request's words (`FOREIGN_SHARE`) are
+        words the catalog never uses, so whatever ranks first matched on what little is left."""
+        return self._operations and self.lexical.foreign_share(query) >= FOREIGN_SHARE
 
     def scores_and_lexical(self, query: str) -> tuple[Vector, Vector]:
         """(fused score per tool, lexical score per tool), in input order."""
@@ -229,6 +256,11 @@ class HybridRanker(CachedRanker):
             sims = static.embed_ids(ids, self._idf) @ self._minilm.T
             cosine = sims[0].astype(np.float64)
             fused += w.minilm * _znorm_rows(sims)
+        if self._shapes is not None:
+            mined = self.lexical.mined
+            for row, text in enumerate(texts):
+                terms = self.lexical.query_terms(text)
+                fused[row] += self._shapes.signal(text, mined, terms)
         if self.lexical.router.active:
             # Each text routes on its own: one part of a request may be about another API.
             for row, text in enumerate(texts):

@@ -24,7 +24,15 @@ from rapidfuzz import fuzz, process
 from app.kit.lru import Lru
 from app.pipeline.routing import SourceRouter
 from app.pipeline.tool_fields import tool_fields
-from app.pipeline.vocabulary import abbreviations, expansions, rewrite
+from app.pipeline.vocabulary import (
+    abbreviations,
+    aliases,
+    derivations,
+    expansions,
+    merged,
+    rewrite,
+    shortenings,
+)
 from app.retrieval.lexical import FieldWeight as _Field
 from app.retrieval.lexical import Postings, build_postings, query_terms, score
 from app.retrieval.text import STOPWORDS, SYNONYMS, tokenize, words
@@ -66,6 +74,7 @@ _IDENTIFIER = re.compile(r"\w+(?:[._\-/]\w+)+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*
 _MAX_IDENTIFIERS = 16
 """Fuzzy lookups per request; bounds the cost of pasted code or logs."""
 _CACHE_SIZE = 8
+_UNSURE_KEEP = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +144,8 @@ class CachedRanker:
 
     min_score: float = LEXICAL_MIN_SCORE
     weak_score: float = LEXICAL_MIN_SCORE / 2
+    sure_score: float = 0.0
+    """When no kept tool reaches this, at most `_UNSURE_KEEP` are kept (0: no cap)."""
     _cache: ClassVar[Lru[tuple[Any, ...], Any]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -162,15 +173,26 @@ class CachedRanker:
     def is_cached(cls, tools: Sequence[ToolDef]) -> bool:
         return cls._cache.get(cls.key(tools)) is not None
 
-    def kept(self, scored: Sequence[ScoredTool], k: int, *, weak: bool = False) -> list[ScoredTool]:
+    def kept(
+        self, scored: Sequence[ScoredTool], k: int, *, weak: bool = False, query: str = ""
+    ) -> list[ScoredTool]:
         """The first `k` ranked tools at or above `min_score`. With `weak` (runtime selection),
         when none is, the best one alone if it reaches `weak_score` (a paraphrase only the
-        embeddings found, say); searches say "nothing matches" instead."""
+        embeddings found, say); searches say "nothing matches" instead. When even the best
+        kept tool is under `sure_score`, or the request (`query`) is `unsure`, only the first
+        `_UNSURE_KEEP` are kept: a request no tool serves ("play some jazz in the living
+        room") rarely matches more than weakly."""
         kept = [s for s in scored[:k] if s.score >= self.min_score]
+        if kept and (max(s.score for s in kept) < self.sure_score or self.unsure(query)):
+            return kept[:_UNSURE_KEEP]
         if kept or not weak or not scored or k <= 0:
             return kept
         best = max(scored, key=lambda s: s.score)
         return [best] if best.score >= self.weak_score else []
+
+    def unsure(self, query: str) -> bool:
+        """True when the request itself says the ranking is a guess (see `HybridRanker`)."""
+        return False
 
     def should_abstain(self, scored: Sequence[ScoredTool], threshold: float | None = None) -> bool:
         """True when nothing looks relevant: no tools, or none scores `min_score`."""
@@ -190,7 +212,18 @@ class LexicalRanker(CachedRanker):
         fields = [tool_fields(t) for t in tools]
         self._postings = _build_postings(fields)
         self._matcher = _NameMatcher(self._names)
-        self._mined = abbreviations(t.description for t in tools)
+        routed = sum(1 for t in tools if t.hints is not None and t.hints.path)
+        self.operations = 2 * routed > len(tools)
+        """Mostly API operations (method and path), not free-text tools."""
+        self.mined = abbreviations(t.description for t in tools)
+        """Abbreviations the catalog spells out (vocabulary.abbreviations) and, on catalogs of
+        API operations, its verbs' nouns (vocabulary.derivations)."""
+        if self.operations:
+            # An operation's name words without its source's name (`github__repos_get`).
+            names = [[w for w in f[0] if w not in f[7][:1]] for f in fields]
+            short = shortenings(names, (f[2] for f in fields))
+            alias = aliases(names, (f[2] for f in fields))
+            self.mined = merged(self.mined, derivations(self._postings), short, alias)
         self._best_weights: dict[str, float] = {}
         self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
 
@@ -198,18 +231,22 @@ class LexicalRanker(CachedRanker):
         """Per tool, the log share of its source for this request (None: nothing to route)."""
         return self.router.boosts(self._query_terms(query))
 
+    def query_terms(self, query: str) -> dict[str, float]:
+        """The request's weighted terms: its own, synonyms and users'-words expansions."""
+        return self._query_terms(query)
+
     def _query_terms(self, query: str) -> dict[str, float]:
         return self._query(query)[1]
 
     def _query(self, query: str) -> tuple[list[str], dict[str, float]]:
-        tokens = tokenize(rewrite(query))
+        tokens = tokenize(rewrite(query, values=self.operations))
         weights = query_terms(
             tokens,
             self._postings,
             synonyms=SYNONYMS,
             expansion_weight=_EXPANSION_WEIGHT,
         )
-        for term, weight in expansions(tokens, self._mined).items():
+        for term, weight in expansions(tokens, self.mined).items():
             if term in self._postings:
                 weights.setdefault(term, weight)
         return tokens, weights
@@ -224,10 +261,24 @@ class LexicalRanker(CachedRanker):
             best = self._best_weights[term] = float(posting[1].max())
         return best
 
+    def foreign_share(self, query: str) -> float:
+        """The share of the request's words the catalog never uses, not even through the
+        users'-words table ("how long should I boil an egg?": boil and egg, 2 of 3)."""
+        tokens = tokenize(rewrite(query, values=self.operations))
+        if not tokens:
+            return 0.0
+        foreign = 0
+        for token in tokens:
+            if token in self._postings:
+                continue
+            if not any(w in self._postings for w in expansions([token], self.mined)):
+                foreign += 1
+        return foreign / len(tokens)
+
     def relevance_scale(self, query: str) -> float:
         """What a tool scoring every request word best would score: lexical scores divided by
         it read as relevance (words the catalog never uses count at half a typical word)."""
-        tokens = tokenize(rewrite(query))
+        tokens = tokenize(rewrite(query, values=self.operations))
         known: list[float] = []
         unknown = 0
         for term, count in Counter(tokens).items():

@@ -80,7 +80,7 @@ def rank_scored(
     ranker = ranker_now(ranker_class(strategy), candidates, inline_max)
     if ranker is None:
         return quick_rank(query, candidates, k)
-    return ranker.kept(ranker.rank(query, k), k, weak=weak)
+    return ranker.kept(ranker.rank(query, k), k, weak=weak, query=query)
 
 
 def rank_lexical(query: str, candidates: Sequence[ToolDef], k: int) -> list[str]:
@@ -130,15 +130,17 @@ def rank_with_prior(
         return [], (), {}
     ranker = ranker_class(strategy).cached(candidates)
     scored = ranker.rank(query, max(k, DEPTH))
-    relevant = {s.name for s in ranker.kept(scored, len(scored), weak=True)}
+    relevant = {s.name for s in ranker.kept(scored, len(scored), weak=True, query=query)}
     if not relevant:
         return [], (), {}
     ranked = [s.name for s in scored]
     plain = [n for n in ranked[:k] if n in relevant]
     filled = prior.fill(ranked, k)[:k]
-    promoted = tuple(n for n in filled if n not in ranked[:k])
-    chosen = [n for n in filled if n in relevant or n in promoted]
-    return chosen, tuple(n for n in promoted if n not in plain), {s.name: s.score for s in scored}
+    # The top hit's companions count as evidence whether the prior moved them up or the
+    # ranker already placed them in the top k below the minimum score.
+    companions = {c.name for c in prior.companions(ranked[0])}
+    chosen = [n for n in filled if n in relevant or n in companions]
+    return chosen, tuple(n for n in chosen if n not in plain), {s.name: s.score for s in scored}
 
 
 async def rank_llm(

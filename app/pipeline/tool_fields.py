@@ -43,7 +43,7 @@ _ITEM_VERBS = {
     "PATCH": "update edit change",
     "DELETE": "delete remove",
 }
-_PATH_VERBS = frozenset(
+OWN_VERBS = frozenset(
     tokenize(
         "add archive approve assign attach cancel capture close complete confirm connect create"
         " delete deny detach disable dispatch enable end finalize get invite join kick leave"
@@ -110,9 +110,9 @@ def schema_parameter_names(schema: Mapping[str, Any]) -> list[str]:
 
 
 @lru_cache(maxsize=8192)
-def route_text(method: str, path: str) -> str:
-    """Method and path as words: resources, parameters, and the method's verbs unless the
-    path ends on a verb of its own (`POST /invoices/{invoice}/void`, `/chat.postMessage`)."""
+def route_parts(path: str) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """(resource segments, parameter names, whether the path ends on a parameter) of a path;
+    versions (`v1`, `2010-04-01`) and extensions (`.json`) left out."""
     segments = [s for s in re.split(r"[/]+", _EXTENSION.sub("", path)) if s]
     resources: list[str] = []
     params: list[str] = []
@@ -123,9 +123,17 @@ def route_text(method: str, path: str) -> str:
         elif not _VERSION.match(segment):
             resources.append(segment)
     last_is_param = bool(segments) and bool(_PARAM.fullmatch(segments[-1]))
+    return tuple(resources), tuple(params), last_is_param
+
+
+@lru_cache(maxsize=8192)
+def route_text(method: str, path: str) -> str:
+    """Method and path as words: resources, parameters, and the method's verbs unless the
+    path ends on a verb of its own (`POST /invoices/{invoice}/void`, `/chat.postMessage`)."""
+    resources, params, last_is_param = route_parts(path)
     tail = tokenize(resources[-1]) if resources else []
     verb = ""
-    own_verb = not last_is_param and any(t in _PATH_VERBS for t in tail[:1] + tail[-1:])
+    own_verb = not last_is_param and any(t in OWN_VERBS for t in tail[:1] + tail[-1:])
     if method and not own_verb:
         table = _ITEM_VERBS if last_is_param else _COLLECTION_VERBS
         verb = table.get(method.upper(), "")

@@ -21,9 +21,8 @@ from app.chat.repository import RunRepository
 from app.chat.streams import replay_stream
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
-from app.db.migrate import upgrade
 from tests.chat.test_faults import assert_complete, assert_usable, gateway, new_agent, replay
-from tests.conftest import ADMIN_TOKEN, SECRET_KEY
+from tests.conftest import migrated_sqlite
 from tests.fixtures.live import SseReader, read_sse
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 
@@ -136,14 +135,7 @@ async def test_cancel_of_a_run_whose_worker_died_closes_it_at_once(
 async def test_one_running_run_per_conversation_on_sqlite(
     scripted_llm: ScriptedLLM, tmp_path: Path
 ) -> None:
-    settings = Settings(
-        database_url="",
-        data_dir=tmp_path / "data",
-        admin_token=ADMIN_TOKEN,
-        secret_keys=[SECRET_KEY],
-        llm_base_url=scripted_llm.base_url,
-    )
-    await asyncio.to_thread(upgrade, settings)
+    settings = await migrated_sqlite(tmp_path / "data", llm_base_url=scripted_llm.base_url)
     async with gateway(settings) as client:
         agent_id = await new_agent(client)
         conversation_id = await _conversation(client, agent_id)

@@ -27,7 +27,7 @@ from app.config import Settings
 from app.db.migrate import upgrade
 from app.main import create_app
 from tests.chat.conftest import unique
-from tests.conftest import ADMIN_TOKEN, SECRET_KEY
+from tests.conftest import ADMIN_TOKEN, SECRET_KEY, migrated_sqlite
 from tests.fixtures.live import SseEvent, SseReader, read_sse, serve_app
 from tests.fixtures.pg_cluster import pg_cluster
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
@@ -123,15 +123,7 @@ async def store(
     }
     if request.param == "postgres":
         return committing_settings.model_copy(update=fast)
-    settings = Settings(
-        database_url="",
-        data_dir=tmp_path / "data",
-        admin_token=ADMIN_TOKEN,
-        secret_keys=[SECRET_KEY],
-        **fast,
-    )
-    await asyncio.to_thread(upgrade, settings)
-    return settings
+    return await migrated_sqlite(tmp_path / "data", **fast)
 
 
 # --- Postgres restarts mid-run -------------------------------------------------------------------

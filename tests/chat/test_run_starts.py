@@ -1,4 +1,4 @@
-"""New runs are stored in batches (`RunStarts`, app/chat/pgwrite.py): a burst of starts goes
+"""New runs are stored in batches (`RunStarts`, app/chat/run_store_pg.py): a burst of starts goes
 out in a few statements, and a run the store refuses fails alone."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import asyncpg
 import pytest
 
 from app.agents.models import Agent
-from app.chat.pgwrite import NewRun, RunStarts, asyncpg_dsn
+from app.chat.pgwrite import asyncpg_dsn
+from app.chat.run_store_pg import NewRun, RunStarts
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from collections.abc import AsyncIterator
+from types import FrameType
 
+import pebble
 import pytest
 
 from app.convert.pool import ConversionPool
@@ -60,3 +63,32 @@ async def test_memory_and_crashes_are_typed_failures(pool: ConversionPool) -> No
     with pytest.raises(Invalid, match="the converter stopped"):
         await pool.run(_die, what="the crash")
     assert await pool.run(_allocate, 10, what="small") == 10
+
+
+def _waiting_for_workers() -> bool:
+    """Whether some thread is in `ConversionPool._wait_ready`."""
+    for frame in sys._current_frames().values():
+        current: FrameType | None = frame
+        while current is not None:
+            if current.f_code.co_name == "_wait_ready":
+                return True
+            current = current.f_back
+    return False
+
+
+async def test_closing_while_the_workers_start_leaves_no_thread_waiting() -> None:
+    """An app stopped right after it started: the start-up wait (in a thread) ends with the
+    pool, instead of holding a thread (and the process's exit) for its 120 s limit."""
+    fresh = ConversionPool(workers=1, timeout_s=5, memory_bytes=512 * 2**20)
+    # a first worker that takes 60 s to start: the wait for it is still on when we close
+    fresh._pool = pebble.ProcessPool(max_workers=1, initializer=time.sleep, initargs=(60,))
+    warming = asyncio.create_task(fresh.warm())
+    for _ in range(1000):
+        if _waiting_for_workers():
+            break
+        await asyncio.sleep(0.01)
+    assert _waiting_for_workers()
+    await fresh.aclose()
+    await asyncio.wait_for(warming, 5)  # warm() logs the failure and returns
+    await asyncio.sleep(0.5)
+    assert not _waiting_for_workers()

@@ -15,10 +15,12 @@ from app.audit.models import ToolCall
 from app.audit.record import tool_call_row
 from app.audit.repository import ToolCallRepository
 from app.audit.sink import ToolCallSink
+from app.config import SelectionStrategy
 from app.pipeline.assemble import assemble_toolset
 from app.pipeline.couse import CoUsePrior, CoUsePriors
+from app.pipeline.selection import rank_with_prior
 from app.pipeline.sources.backends import Backends
-from app.tools.base import CallContext, ToolResult
+from app.tools.base import CallContext, ToolDef, ToolResult
 from tests.fixtures.pipeline import make_agent, make_settings, work_connectors
 
 RUNS = [
@@ -204,3 +206,26 @@ async def test_history_keeps_the_most_recent_runs(session: AsyncSession) -> None
     # The window of calls bounds the read: the oldest run counts with its calls inside it.
     assert await history(agent_id, runs=10, calls=5) == [["d", "e"], ["c"], ["b"]]
     assert await history(uuid.uuid4(), runs=10, calls=100) == []
+
+
+def test_a_companion_the_ranker_placed_in_the_top_k_below_the_minimum_is_kept() -> None:
+    """Past runs are evidence whether the prior moves the companion up or the ranker already
+    placed it in the top k with too low a score of its own (no word of the request)."""
+    tools = [
+        ToolDef(name="find_gizmos", description="Search gizmos by color."),
+        ToolDef(name="forecast", description="Weather forecast for a city."),
+        ToolDef(name="convert_units", description="Convert between metric and imperial units."),
+    ]
+    prior = CoUsePrior([{"find_gizmos", "forecast"}] * 3)
+    chosen, promoted, scores = rank_with_prior(
+        SelectionStrategy.LEXICAL, "search gizmos by color", tools, 3, prior
+    )
+    assert chosen[0] == "find_gizmos"
+    assert "forecast" in chosen
+    assert promoted == ("forecast",)
+    assert scores["forecast"] < 0.3  # below the lexical ranker's minimum score
+    assert "convert_units" not in chosen
+    alone, _, _ = rank_with_prior(
+        SelectionStrategy.LEXICAL, "search gizmos by color", tools, 3, None
+    )
+    assert alone == ["find_gizmos"]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from app.pipeline.ranker import LexicalRanker, ScoredTool, should_abstain
+from app.pipeline.vocabulary import rewrite
 from app.retrieval.text import stem, tokenize, words
 from app.tools.base import ToolDef
 
@@ -231,3 +232,32 @@ def test_bfcl_recall_at_6_over_the_pooled_catalog_stays_above_floor() -> None:
     # Measured 0.850 on these 120 queries ranking the 315 tools they were offered, pooled.
     base = DATA / "selection" / "bfcl-live-multiple"
     assert _recall_at(base / "tools.jsonl", base / "queries.jsonl", n=120, k=6) >= 0.8
+
+
+@pytest.mark.parametrize(
+    ("request_text", "rewritten"),
+    [
+        ("DM @maria that the report is ready", "DM  user  that the report is ready"),
+        ("find the client whose email is bob@x.io", "find the client whose email is  email "),
+        ("find messages mentioning 'quarterly report'", "find messages mentioning  text "),
+        ("create a repository called notes", "create a repository  name "),
+        ("open up src/app.ts so I can read it", "open up  file path  so I can read it"),
+        ("what's new in #eng?", "what's new in  channel ?"),
+    ],
+)
+def test_rewrite_spells_out_conventions_and_drops_values(request_text: str, rewritten: str) -> None:
+    """Values (a name, a quoted text, a file) are arguments, not what the request asks."""
+    assert rewrite(request_text, values=True) == rewritten
+
+
+def test_rewrite_of_a_long_pasted_text_is_linear() -> None:
+    """Liveness: no pattern backtracks over a long run (a pasted log of 200,000 characters)."""
+    started = time.process_time()
+    for text in ("a." * 100_000, "a" * 200_000 + "@", "x@" + "a." * 100_000, "src/" * 50_000):
+        rewrite(text, values=True)
+    assert time.process_time() - started < 10.0
+
+
+def test_rewrite_keeps_values_for_free_text_tools() -> None:
+    text = "translate 'good morning' in notes.md called greeting for bob@x.io"
+    assert rewrite(text) == text

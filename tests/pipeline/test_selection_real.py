@@ -233,3 +233,15 @@ async def test_the_warmer_builds_the_ranker_when_sources_change(
     toolset = await assemble_toolset(loaded, make_settings(), backends, "", select=False)
     assert HybridRanker.is_cached(selection_candidates(toolset.full, toolset.pinned))
     assert await warmer.warm() == 0  # nothing changed: nothing to build
+
+
+def test_a_request_mostly_foreign_to_the_catalog_keeps_at_most_two() -> None:
+    """Whatever its best score, a request whose words the catalogs mostly never use keeps
+    at most two tools; a request in the catalogs' words keeps its full selection."""
+    tools = _tools()
+    ranker = HybridRanker.cached(tools)
+    foreign = "how long should I roast a pumpkin for the harvest dinner?"
+    assert ranker.unsure(foreign)
+    assert len(rank_scored(foreign, tools, 6, SelectionStrategy.HYBRID)) <= 2
+    assert not ranker.unsure("list the open pull requests")
+    assert len(rank_scored("list the open pull requests", tools, 6, SelectionStrategy.HYBRID)) > 2

@@ -1,6 +1,11 @@
 """Storage full (SQLite under a file-size limit, RLIMIT_FSIZE: works as any user, no mount):
 every write answers 503 `{error, detail}` — no plain-text 500, no connection reset — what
-answered 201 is kept, and the service takes writes again once there is room."""
+answered 201 is kept whole, what answered 503 left nothing, and the service takes writes again
+once there is room.
+
+Room then comes back in small steps with a knowledge document tried at each, so some document
+meets the limit after its row and before its chunks: before the fix (app/db/engine.py,
+`_sqlite_transactions`) such a document stayed without its chunks."""
 
 from __future__ import annotations
 
@@ -21,10 +26,15 @@ from app.config import Settings
 from app.db.migrate import upgrade
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 from tests.fixtures.served import ADMIN_TOKEN, clean_env, free_port
+from tests.storage.disk_full import answered, stored_conversations, stored_documents
 
 REPO = Path(__file__).resolve().parents[2]
 ROOM = 1_500_000
 """Bytes the database file may grow by before the disk is "full"."""
+EDGE_STEP = 32_768
+EDGE_STEPS = 20
+EDGE_TEXT = "e " * 20_000
+"""A document of 40 KB: stored whole, it needs ~6 steps of room; its row alone, 2."""
 
 
 def _limited(limit: int) -> None:
@@ -41,6 +51,7 @@ def full_disk_server(tmp_path: Path, scripted_llm: ScriptedLLM) -> Iterator[tupl
         QUIVER_DATA_DIR=str(data),
         QUIVER_LLM_BASE_URL=scripted_llm.base_url,
         QUIVER_ADMIN_TOKEN=ADMIN_TOKEN,
+        QUIVER_JOURNAL_RETRY_S="3",  # a run whose events find no room fails in seconds
         PYTHONPATH=str(REPO),
     )
     settings = Settings(database_url="", data_dir=data)
@@ -78,16 +89,6 @@ def full_disk_server(tmp_path: Path, scripted_llm: ScriptedLLM) -> Iterator[tupl
             proc.wait()
 
 
-def _status(resp: httpx.Response) -> int:
-    if resp.status_code >= 500:
-        assert resp.status_code == 503, resp.text
-        assert resp.headers["content-type"].startswith("application/json"), resp.text
-        body: dict[str, Any] = resp.json()
-        assert body["error"] == "Unavailable"
-        assert "storage" in body["detail"]
-    return resp.status_code
-
-
 async def test_a_full_disk_answers_503_and_keeps_nothing_half_written(
     full_disk_server: tuple[str, int], scripted_llm: ScriptedLLM
 ) -> None:
@@ -107,9 +108,9 @@ async def test_a_full_disk_answers_503_and_keeps_nothing_half_written(
                 "/api/v1/skills", json={"name": f"s{i}", "content": f"step {i} " * 12_000}
             )
             doc = await client.post(documents, json={"name": f"d{i}", "text": f"w{i} " * 25_000})
-            statuses.append((i, skill.status_code, doc.status_code, doc.text[:150]))
+            statuses.append((i, skill.status_code, doc.status_code))
             for key, resp in (("skills", skill), ("documents", doc)):
-                if _status(resp) == 201:
+                if answered(resp) == 201:
                     created[key] += 1
                 else:
                     refused += 1
@@ -120,17 +121,30 @@ async def test_a_full_disk_answers_503_and_keeps_nothing_half_written(
         chat = await client.post(
             "/api/v1/chat", json={"agent_id": agent.json()["id"], "message": "x " * 50_000}
         )
-        assert _status(chat) in (200, 503)
+        assert answered(chat) in (200, 503)
 
-        # what answered 201 is there (a write refused at its very last step may stand too on
-        # SQLite: docs/security.md, "Disk full")
+        # The edge: room comes back a little at a time, a document tried at each step, so
+        # some document meets the limit half-way (its row fits, its chunks do not).
+        soft, hard = await asyncio.to_thread(resource.prlimit, pid, resource.RLIMIT_FSIZE)
+        edge: list[int] = []
+        for step in range(1, EDGE_STEPS + 1):
+            room = (soft + step * EDGE_STEP, hard)
+            await asyncio.to_thread(resource.prlimit, pid, resource.RLIMIT_FSIZE, room)
+            doc = await client.post(documents, json={"name": f"e{step}", "text": EDGE_TEXT})
+            edge.append(answered(doc))
+        assert 503 in edge, edge
+        created["documents"] += edge.count(201)
+
+        # What answered 201 is there, what answered 503 is not, each write whole.
         skills = (await client.get("/api/v1/skills", params={"limit": 200})).json()
-        assert created["skills"] <= skills["total"] <= created["skills"] + 1, statuses
+        assert skills["total"] == created["skills"], statuses
         for item in skills["items"]:
             stored = (await client.get(f"/api/v1/skills/{item['id']}")).json()
             assert stored["content"].startswith("step "), "a stored skill is whole"
-        listed = (await client.get(documents, params={"limit": 200})).json()
-        assert created["documents"] <= listed["total"], statuses
+        total = await stored_documents(client, documents)
+        assert total == created["documents"], (statuses, edge)
+        assert 201 in edge, f"no document fitted at the edge: {edge}"
+        assert await stored_conversations(client) == (1 if chat.status_code == 200 else 0)
         assert (await client.get("/readyz")).status_code == 200
 
         # room again: writes succeed without a restart

@@ -1,0 +1,60 @@
+"""What the ranker learns from a catalog itself: verbs' nouns, shortened names, aliases, and
+how much of a request the catalog's vocabulary covers (docs/selection.md)."""
+
+from __future__ import annotations
+
+from app.pipeline.ranker import LexicalRanker
+from app.pipeline.vocabulary import aliases, derivations, merged, shortenings
+from app.retrieval.text import tokenize
+from app.tools.base import SearchHints, ToolDef
+
+
+def _op(name: str, method: str, path: str, summary: str) -> ToolDef:
+    hints = SearchHints(method=method, path=path, source="api")
+    return ToolDef(name=name, description=summary, parameters={"type": "object"}, hints=hints)
+
+
+def test_derivations_pair_a_verb_with_its_noun_both_ways() -> None:
+    found = derivations(tokenize("review reviewers follow followers invite invitation form format"))
+    assert "reviewer" in found["review"]
+    assert "review" in found["reviewer"]
+    assert "follower" in found["follow"]
+    assert "invitat" in found["invit"]
+    assert "form" not in found  # too short to pair: form and format are not one word
+
+
+def test_shortenings_need_the_same_shortening_in_several_operations() -> None:
+    names = [["repo", "get"], ["repo", "list"], ["repo", "delet"], ["repo", "report"]]
+    summaries = [["get", "repository"], ["list", "repository"], ["delet", "repository"], []]
+    found = shortenings(names, summaries)
+    assert found["repo"] == ("repository",)
+    assert found["repository"] == ("repo",)
+    assert shortenings(names[:2], summaries[:2]) == {}  # two operations are not enough
+
+
+def test_aliases_map_a_summary_word_to_the_name_word_beside_it() -> None:
+    names = [["conversat", w] for w in ("creat", "list", "archiv", "kick")] + [["chat", "post"]]
+    summaries = [["creat", "channel"], ["list", "channel"], ["archiv", "channel"]]
+    summaries += [["remov", "user", "channel"], ["send", "messag"]]
+    found = aliases(names, summaries)
+    assert found["channel"] == ("conversat",)
+    assert "messag" not in found  # one operation is not a pattern
+
+
+def test_merged_keeps_every_tables_words_once() -> None:
+    table = merged({"a": ("x",)}, {"a": ("x", "y"), "b": ("z",)})
+    assert table == {"a": ("x", "y"), "b": ("z",)}
+
+
+def test_foreign_share_counts_words_the_catalog_never_uses() -> None:
+    tools = [
+        _op("issues_create", "POST", "/repos/{owner}/{repo}/issues", "Create an issue"),
+        _op("pulls_list", "GET", "/repos/{owner}/{repo}/pulls", "List pull requests"),
+        _op("repos_get", "GET", "/repos/{owner}/{repo}", "Get a repository"),
+    ]
+    ranker = LexicalRanker(tools)
+    assert ranker.foreign_share("create an issue") == 0.0
+    # "bug" is a users' word for an issue: known through the vocabulary table
+    assert ranker.foreign_share("report a bug") < 0.6
+    assert ranker.foreign_share("how long should I roast a pumpkin?") >= 0.6
+    assert ranker.foreign_share("") == 0.0
