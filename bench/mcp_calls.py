@@ -25,7 +25,7 @@ floors and to FastMCP; the summary is the median over rounds with the spread (mi
 
 Targets (issue #33): each Quiver endpoint path's p50 and CPU per call <= FastMCP's proxy
 (stretch: <= mcp-proxy's).
-Run: `python -m bench.mcp_calls [--rounds 3] [--calls 300] [--seed N] [--no-peers]`.
+Run: `python -m bench.mcp_calls [--rounds 3] [--calls 300] [--seed N] [--peers fastmcp,...]`.
 """
 
 from __future__ import annotations
@@ -192,9 +192,11 @@ async def _floor_paths(stack: contextlib.AsyncExitStack) -> list[Hop]:
     ]
 
 
-async def _peer_paths(stack: contextlib.AsyncExitStack, status: dict[str, str]) -> list[Hop]:
+async def _peer_paths(
+    stack: contextlib.AsyncExitStack, status: dict[str, str], names: tuple[str, ...]
+) -> list[Hop]:
     paths: list[Hop] = []
-    for peer in PEERS:
+    for peer in (p for p in PEERS if p.name in names):
         venv = await asyncio.to_thread(ensure_venv, peer)
         if isinstance(venv, str):
             status[peer.name] = venv
@@ -276,7 +278,7 @@ async def side_by_side(
     rounds: int = ROUNDS,
     calls: int = CALLS,
     seed: int | None = None,
-    peers: bool = True,
+    peers: tuple[str, ...] = tuple(p.name for p in PEERS),
     stores: tuple[str, ...] = STORES,
 ) -> dict[str, Any]:
     seed = random.randrange(2**31) if seed is None else seed
@@ -288,8 +290,7 @@ async def side_by_side(
     async with contextlib.AsyncExitStack() as stack:
         paths = await _floor_paths(stack)
         paths += await _quiver_paths(stack, stores)
-        if peers:
-            paths += await _peer_paths(stack, status)
+        paths += await _peer_paths(stack, status, peers)
         labels = {p.name: p.label for p in paths}
         order = list(paths)
         for _ in range(WARMUP):
@@ -454,14 +455,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--calls", type=int, default=CALLS)
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--no-peers", action="store_true", help="leave the peers out")
+    parser.add_argument(
+        "--peers", default=",".join(p.name for p in PEERS), help="which peers ('' for none)"
+    )
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--json", help="also write the results there")
     args = parser.parse_args()
     stores = tuple(s for s in args.stores.split(",") if s)
-    out = run(
-        rounds=args.rounds, calls=args.calls, seed=args.seed, peers=not args.no_peers, stores=stores
-    )
+    peers = tuple(p for p in args.peers.split(",") if p)
+    out = run(rounds=args.rounds, calls=args.calls, seed=args.seed, peers=peers, stores=stores)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     print_results(out)
