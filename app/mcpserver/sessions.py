@@ -92,12 +92,11 @@ class McpSessions:
             return False
         held = self.sessions.get(session_id)
         now = time.monotonic()
-        if held is not None and self.runs.settings.is_sqlite:
-            # One process serves a SQLite store: a session held here is open and has not
-            # moved; its run is read (and its activity recorded) only as often as the sweep
-            # needs it.
-            if now - held.touched_at < self._touch_every_s:
-                return held.belongs_to(agent_id, key_id)
+        # One process serves a SQLite store: a session held here is open and has not moved;
+        # its run is read (and its activity recorded) only as often as the sweep needs it.
+        fresh = held is not None and now - held.touched_at < self._touch_every_s
+        if held is not None and fresh and self.runs.settings.is_sqlite:
+            return held.belongs_to(agent_id, key_id)
         admitted = await self.store.admit(
             db, parsed[0], agent_id=agent_id, key_id=key_id, touch_every_s=self._touch_every_s
         )
