@@ -43,6 +43,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
+from app.db.session import request_session
 from app.errors import QuiverError
 from app.mcpserver import wire
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
@@ -328,7 +329,7 @@ class McpEndpoint:
         if scheme.lower() != "bearer" or not token.strip():
             detail = "missing API key: send 'Authorization: Bearer <key>' (or use OAuth)"
             return challenge(runtime.settings, request, name, detail, invalid=False), None
-        async with runtime.sessionmaker() as session:
+        async with request_session(runtime.sessionmaker) as session:
             principal = await bearer_principal(
                 runtime.settings, runtime.keys, session, request, token.strip(), name
             )
@@ -345,8 +346,6 @@ class McpEndpoint:
                 admitted = await self.sessions.admit(
                     session, session_id, agent_id=agent.id, key_id=principal.key_id
                 )
-            if session.in_transaction():  # a warm request touches no ORM session
-                await session.commit()
         if agent is None or not principal.may_use(agent.id):
             return wire.json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")
