@@ -25,7 +25,9 @@ floors and to FastMCP; the summary is the median over rounds with the spread (mi
 
 Targets (issue #33): each Quiver endpoint path's p50 and CPU per call <= FastMCP's proxy
 (stretch: <= mcp-proxy's).
-Run: `python -m bench.mcp_calls [--rounds 3] [--calls 300] [--seed N] [--peers fastmcp,...]`.
+Run: `python -m bench.mcp_calls [--rounds 3] [--calls 300] [--seed N] [--peers fastmcp,...]
+[--stores postgres,sqlite] [--compare ../main]` (`--compare`: another checkout's endpoint, legacy
+mode on each store, as more paths of the same run).
 """
 
 from __future__ import annotations
@@ -134,25 +136,37 @@ async def _tool_named(client: Client, suffix: str) -> str:
     return name
 
 
-async def _quiver_paths(stack: contextlib.AsyncExitStack, stores: tuple[str, ...]) -> list[Hop]:
+async def _endpoint(
+    stack: contextlib.AsyncExitStack, store: str, mode: str, root: Path | None = None
+) -> Hop:
+    """Quiver's endpoint in a gateway of its own on `store`, the agent in `mode`; `root`:
+    another checkout's Quiver (`--compare`)."""
     env = {"QUIVER_MCP_STDIO_COMMANDS": TIME_SERVER}
-    paths: list[Hop] = []
-    for store in stores:
-        for mode in MODES:
-            gw: Gateway = await stack.enter_async_context(
-                gateway("http://127.0.0.1:9/v1", database=store, extra_env=env)
-            )
-            admin = await stack.enter_async_context(gw.client())
-            _, token = await setup_agent(admin, mode)
-            client = await stack.enter_async_context(quiver_session(gw.base_url, token, "mcpbench"))
-            if mode == "legacy":
-                call = _checked(client, await _tool_named(client, "get_current_time"), ARGS)
-            else:
-                args = {"subcommand": "call", "server": "clock", "tool": "get_current_time"}
-                call = _checked(client, "mcp", {**args, "parameters": ARGS})
-            short = "pg" if store == "postgres" else store
-            label = f"Quiver endpoint, {store}, {mode}"
-            paths.append(Hop(f"endpoint_{short}_{mode}", label, call, gw.proc.pid))
+    gw: Gateway = await stack.enter_async_context(
+        gateway("http://127.0.0.1:9/v1", database=store, extra_env=env, root=root)
+    )
+    admin = await stack.enter_async_context(gw.client())
+    _, token = await setup_agent(admin, mode)
+    client = await stack.enter_async_context(quiver_session(gw.base_url, token, "mcpbench"))
+    if mode == "legacy":
+        call = _checked(client, await _tool_named(client, "get_current_time"), ARGS)
+    else:
+        args = {"subcommand": "call", "server": "clock", "tool": "get_current_time"}
+        call = _checked(client, "mcp", {**args, "parameters": ARGS})
+    short = "pg" if store == "postgres" else store
+    name, label = f"endpoint_{short}_{mode}", f"Quiver endpoint, {store}, {mode}"
+    if root is not None:
+        name, label = f"{root.name}_{short}_{mode}", f"Quiver@{root.name} endpoint, {store}, {mode}"
+    return Hop(name, label, call, gw.proc.pid)
+
+
+async def _quiver_paths(
+    stack: contextlib.AsyncExitStack, stores: tuple[str, ...], compare: Path | None
+) -> list[Hop]:
+    paths = [await _endpoint(stack, store, mode) for store in stores for mode in MODES]
+    if compare is not None:  # its legacy mode only: the same code path as progressive
+        paths += [await _endpoint(stack, store, "legacy", compare) for store in stores]
+    env = {"QUIVER_MCP_STDIO_COMMANDS": TIME_SERVER}
     gw = await stack.enter_async_context(gateway("http://127.0.0.1:9/v1", extra_env=env))
     admin = await stack.enter_async_context(gw.client())
     server_id, _ = await setup_agent(admin)
@@ -280,6 +294,7 @@ async def side_by_side(
     seed: int | None = None,
     peers: tuple[str, ...] = tuple(p.name for p in PEERS),
     stores: tuple[str, ...] = STORES,
+    compare: Path | None = None,
 ) -> dict[str, Any]:
     seed = random.randrange(2**31) if seed is None else seed
     rng = random.Random(seed)
@@ -289,7 +304,7 @@ async def side_by_side(
     out["load_avg_start"] = os.getloadavg()
     async with contextlib.AsyncExitStack() as stack:
         paths = await _floor_paths(stack)
-        paths += await _quiver_paths(stack, stores)
+        paths += await _quiver_paths(stack, stores, compare)
         paths += await _peer_paths(stack, status, peers)
         labels = {p.name: p.label for p in paths}
         order = list(paths)
@@ -460,10 +475,20 @@ def main() -> None:
     )
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--json", help="also write the results there")
+    parser.add_argument(
+        "--compare", type=Path, help="another checkout (e.g. a worktree of main): more paths"
+    )
     args = parser.parse_args()
     stores = tuple(s for s in args.stores.split(",") if s)
     peers = tuple(p for p in args.peers.split(",") if p)
-    out = run(rounds=args.rounds, calls=args.calls, seed=args.seed, peers=peers, stores=stores)
+    out = run(
+        rounds=args.rounds,
+        calls=args.calls,
+        seed=args.seed,
+        peers=peers,
+        stores=stores,
+        compare=args.compare,
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     print_results(out)
