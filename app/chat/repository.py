@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, delete, exists, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.agents.models import Agent
 from app.chat.models import Conversation, Message, Run, RunEventRecord, Worker
@@ -248,6 +249,14 @@ class JournalRepository:
     async def insert(self, rows: list[dict[str, Any]]) -> None:
         """A batch of events in one statement (`run_id`, `seq`, `kind`, `data` each)."""
         await self.session.execute(insert(_table(RunEventRecord)), rows)
+
+
+def store_batch(session: Session, rows: list[dict[str, Any]], audit: Sequence[Base]) -> None:
+    """A journal batch in a plain (sync) session: the events as `JournalRepository.insert`
+    stores them and the audit rows that go with them (the SQLite journal writer's
+    transaction, `app/chat/sqlitewrite.py`); the caller commits."""
+    session.execute(insert(_table(RunEventRecord)), rows)
+    session.add_all(audit)
 
 
 class ChannelRepository:
