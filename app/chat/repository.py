@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, exists, func, insert, literal, select, text, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import Session
 
 from app.agents.models import Agent
+from app.audit.models import ToolCall
 from app.chat.models import Conversation, Message, Run, RunEventRecord, Worker
 from app.db.base import Base, utcnow
 from app.kit.repository import RepositoryBase
@@ -251,12 +252,13 @@ class JournalRepository:
         await self.session.execute(insert(_table(RunEventRecord)), rows)
 
 
-def store_batch(session: Session, rows: list[dict[str, Any]], audit: Sequence[Base]) -> None:
-    """A journal batch in a plain (sync) session: the events as `JournalRepository.insert`
-    stores them and the audit rows that go with them (the SQLite journal writer's
-    transaction, `app/chat/sqlitewrite.py`); the caller commits."""
-    session.execute(insert(_table(RunEventRecord)), rows)
-    session.add_all(audit)
+def store_batch(conn: Connection, rows: list[dict[str, Any]], audit: list[dict[str, Any]]) -> None:
+    """A journal batch on a plain (sync) connection: the events as `JournalRepository.insert`
+    stores them and the audit rows that go with them (`tool_call_values`), in the caller's
+    transaction (the SQLite journal writer's, `app/chat/sqlitewrite.py`)."""
+    conn.execute(insert(_table(RunEventRecord)), rows)
+    if audit:
+        conn.execute(insert(_table(ToolCall)), audit)
 
 
 class ChannelRepository:

@@ -4,8 +4,8 @@ Through the session path every cursor, statement, commit and connection reset is
 aiosqlite's thread and back (about eight for an MCP call's events and audit row); here the
 whole transaction runs in one thread of the writer's own, on a plain pysqlite connection with
 the store's rules (`app/db/engine.py`), storing what the session path stores
-(`repository.store_batch`). Batches that carry more than events and audit rows (a run's final
-state) take the session path.
+(`repository.store_batch`: Core INSERTs, no unit of work). Batches that carry more than
+events and audit rows (a run's final state) take the session path.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from app.audit.models import ToolCall
+from app.audit.sink import tool_call_values
 from app.chat.repository import store_batch
 from app.config import Settings
 from app.db.engine import create_sqlite_writer_engine
@@ -30,13 +29,13 @@ class SqliteJournal:
 
     async def write(self, rows: list[dict[str, Any]], audit: Sequence[ToolCall]) -> None:
         """Store the events (`run_id`, `seq`, `kind`, `data` each) and audit rows, committed."""
+        values = tool_call_values(audit)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._thread, self._write, rows, list(audit))
+        await loop.run_in_executor(self._thread, self._write, rows, values)
 
-    def _write(self, rows: list[dict[str, Any]], audit: list[ToolCall]) -> None:
-        with Session(self._engine, expire_on_commit=False) as session:
-            store_batch(session, rows, audit)
-            session.commit()
+    def _write(self, rows: list[dict[str, Any]], audit: list[dict[str, Any]]) -> None:
+        with self._engine.begin() as conn:
+            store_batch(conn, rows, audit)
 
     async def aclose(self) -> None:
         loop = asyncio.get_running_loop()
