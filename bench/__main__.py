@@ -50,6 +50,7 @@ TIMEOUT_S = {
     "sql_safety": 1200,
     "side_by_side": 3000,
     "workers": 1500,
+    "mcp_endpoint": 2400,  # the peers' venvs are installed on the first run
 }
 DEFAULT_TIMEOUT_S = 900
 # Sample counts per module: module globals set before run() (full, quick).
@@ -59,7 +60,7 @@ KNOBS: dict[str, tuple[dict[str, int], dict[str, int]]] = {
     "connector_overhead": ({}, {"ITERATIONS": 100, "WARMUP": 10}),
     "mcp_overhead": ({}, {"CALLS": 100, "WARMUP": 10}),
     "cancel": ({"ROUNDS": 10}, {"ROUNDS": 3}),
-    "mcp_endpoint": ({}, {"CALLS": 50, "WARMUP": 5}),
+    "mcp_endpoint": ({}, {"ROUNDS": 1, "CALLS": 50}),
     "llm_stream": ({}, {"WARMUP": 5}),
 }
 # Keyword arguments for run() (full, quick), for modules whose sample count is a parameter.

@@ -133,33 +133,24 @@ def side_by_side_chart(benchmarks: dict[str, Any]) -> Figure | None:
 
 
 def mcp_call_chart(benchmarks: dict[str, Any]) -> Figure | None:
-    """One MCP tool call: p50 and CPU per call, direct, through the floors and through Quiver."""
+    """One MCP tool call: p50 and CPU per call through every path of `bench.mcp_calls`."""
     result = _ok(benchmarks, "mcp_endpoint")
     calls = (result or {}).get("call")
-    if not isinstance(calls, dict):
+    if not isinstance(calls, dict) or not isinstance(calls.get("paths"), dict):
         return None
-    paths = [
-        p
-        for p in ("direct", "floor_http", "floor", "admin", "endpoint")
-        if isinstance(calls.get(p), dict)
-    ]
-    labels = {
-        "direct": "direct SDK",
-        "floor_http": "bare JSON route",
-        "floor": "bare SDK server",
-        "admin": "Quiver admin route",
-        "endpoint": "Quiver MCP endpoint",
-    }
-    fig, (lat, cpu) = plt.subplots(1, 2, figsize=(8.8, 3.6))
-    lat.barh([labels[p] for p in paths], [calls[p]["p50_ms"] for p in paths])
-    cpu.barh([labels[p] for p in paths], [calls[p]["cpu_ms_per_call"] for p in paths])
+    paths: dict[str, Any] = calls["paths"]
+    names = sorted(paths, key=lambda n: paths[n]["p50_ms"])
+    labels = [calls["labels"].get(n, n) for n in names]
+    fig, (lat, cpu) = plt.subplots(1, 2, figsize=(10.4, 0.45 * len(names) + 1.6))
+    lat.barh(labels, [paths[n]["p50_ms"] for n in names])
+    cpu.barh(labels, [paths[n]["cpu_ms_per_call"] for n in names])
     lat.set_xlabel("p50 per call (ms)")
-    cpu.set_xlabel("CPU per call (ms)")
+    cpu.set_xlabel("server CPU per call (ms)")
     cpu.set_yticks([])
     for ax in (lat, cpu):
         ax.invert_yaxis()
         ax.grid(True, axis="x", alpha=0.3)
-    fig.suptitle("An MCP tool call (mcp-server-time over stdio)")
+    fig.suptitle("An MCP tool call (mcp-server-time over stdio), medians over rounds")
     fig.tight_layout()
     return fig
 

@@ -197,40 +197,10 @@ def mcp_endpoint(r: dict[str, Any]) -> list[Row]:
         _row("MCP endpoint tools/list tokens (flat)", t["flat"]["tools_list_tokens"]),
         _row("MCP endpoint tools/list saving", t["tools_list_saving_pct"], "%"),
     ]
-    if "endpoint" not in c:  # results from before the admin route was measured
+    if "paths" in c:  # side by side with the peers (bench.mcp_calls)
+        rows += mcp_calls(c)
+    elif "endpoint" not in c:  # results from before the admin route was measured
         return [*rows, _row("MCP endpoint tools/call / direct p50", c["ratio_p50"], "x", le=1.2)]
-    d, targets = c["direct"], c["targets"]
-    rows.append(
-        _row(
-            "MCP direct SDK call p50; CPU",
-            d["p50_ms"],
-            " ms",
-            target=f"CPU {_fmt(d['cpu_ms_per_call'], ' ms')}/call",
-        )
-    )
-    for key, label in (
-        ("admin", "admin route POST /mcp-servers/{id}/call"),
-        ("endpoint", "MCP endpoint tools/call"),
-    ):
-        m = c[key]
-        rows.append(_row(f"{label} / direct p50", m["ratio_p50"], "x", le=targets[key]))
-        rows.append(
-            _row(
-                f"{label} p50; gateway CPU",
-                m["p50_ms"],
-                " ms",
-                target=f"CPU {_fmt(m['cpu_ms_per_call'], ' ms')}/call ({m['cpu_ratio']:.1f}x)",
-            )
-        )
-    rate = f"calls_per_s_at_{c['concurrency']}"
-    if rate in c["admin"]:
-        rows.append(
-            _row(
-                f"admin route calls/s at {c['concurrency']} concurrent",
-                c["admin"][rate],
-                target=f"direct {c['direct'][rate]:.0f}/s",
-            )
-        )
     for key, m in r.get("sessions", {}).items():
         if isinstance(m, dict):
             rows.append(
@@ -242,6 +212,34 @@ def mcp_endpoint(r: dict[str, Any]) -> list[Row]:
                     f"{m.get('open_cpu_ms_per_session', 0):.1f} ms CPU per open",
                 )
             )
+    return rows
+
+
+def mcp_calls(c: dict[str, Any]) -> list[Row]:
+    """One `tools/call` per path (medians over rounds), then issue #33's targets."""
+    paths, labels = c["paths"], c["labels"]
+    rows = [
+        _row(
+            f"MCP call p50 via {labels[name]}",
+            m["p50_ms"],
+            " ms",
+            target=f"CPU {_fmt(m['cpu_ms_per_call'], ' ms')}/call",
+        )
+        for name, m in sorted(paths.items(), key=lambda kv: kv[1]["p50_ms"])
+    ]
+    for name, reason in c.get("peers", {}).items():
+        if reason != "ok":
+            rows.append([f"MCP peer {name}", "left out", reason[:80], ""])
+    for t in c["targets"]:
+        low, high = t["spread"]
+        rows.append(
+            [
+                t["target"],
+                f"{t['ratio']:.2f}x ({low:.2f}-{high:.2f})",
+                "" if "admin" in t["target"] else "<= 1x",
+                "pass" if t["pass"] else "miss",
+            ]
+        )
     return rows
 
 

@@ -51,13 +51,24 @@ ON CONFLICT (id) DO NOTHING
 _INSERT = insert_tool_calls_sql(1)
 
 
-def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:
-    """The rows as 14 arrays, in the order of `_INSERT`'s `unnest` (also used by the journal
-    batch, which stores an MCP session's audit rows with its events)."""
+def _fill_defaults(batch: Sequence[ToolCall]) -> None:
     now = utcnow()
     for row in batch:  # what the ORM would fill in at flush
         row.id = row.id or uuid.uuid4()
         row.created_at = row.created_at or now
+
+
+def tool_call_values(batch: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """The rows as column values for a Core INSERT (the SQLite journal writer's audit rows)."""
+    _fill_defaults(batch)
+    columns = [c.key for c in ToolCall.__table__.columns]
+    return [{c: getattr(row, c) for c in columns} for row in batch]
+
+
+def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:
+    """The rows as 14 arrays, in the order of `_INSERT`'s `unnest` (also used by the journal
+    batch, which stores an MCP session's audit rows with its events)."""
+    _fill_defaults(batch)
     return (
         [r.id for r in batch],
         [r.run_id for r in batch],

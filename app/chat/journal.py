@@ -31,6 +31,7 @@ from app.audit.models import ToolCall
 from app.chat.hub import CHANNEL, RunHub
 from app.chat.pgwrite import JournalConnection, Settle
 from app.chat.repository import ConversationRepository, JournalRepository, RunRepository
+from app.chat.sqlitewrite import SqliteJournal
 from app.db import storable
 from app.events import RunEvent, event_from_record, event_payload
 from app.security.redact import redact
@@ -102,11 +103,14 @@ class JournalBatcher:
         hub: RunHub,
         retry_s: float = 60.0,
         dsn: str | None = None,
+        sqlite: SqliteJournal | None = None,
     ) -> None:
         """`dsn`: write through a dedicated asyncpg connection (Postgres, when the app owns
-        its storage); None: through sessions of `sessionmaker`."""
+        its storage); `sqlite`: batches of events and audit rows through the SQLite writer;
+        otherwise through sessions of `sessionmaker`."""
         self._sessionmaker = sessionmaker
         self._fast = JournalConnection(dsn) if dsn else None
+        self._sqlite = sqlite
         self._hub = hub
         self._retry_s = retry_s
         self._queue: list[_Pending] = []
@@ -225,6 +229,9 @@ class JournalBatcher:
             audit = [row for p in batch for row in p.audit]
             await self._fast.write(events, settles, CHANNEL if self._hub.notify else "", audit)
             return
+        if self._sqlite is not None and not self._hub.notify and all(p.also is None for p in batch):
+            await self._sqlite.write([p.row() for p in batch], [r for p in batch for r in p.audit])
+            return
         async with self._sessionmaker() as session:
             await JournalRepository(session).insert([p.row() for p in batch])
             session.add_all([row for p in batch for row in p.audit])
@@ -243,6 +250,8 @@ class JournalBatcher:
                 await self._task
         if self._fast is not None:
             await self._fast.aclose()
+        if self._sqlite is not None:
+            await self._sqlite.aclose()
 
 
 async def settle_in_session(session: AsyncSession, settle: Settle) -> None:

@@ -82,6 +82,20 @@ SELECT pg_notify($6, n) FROM unnest($7::text[]) AS n
 """A batch of events only (no run ends, no audit rows; most batches: model deltas): `_BATCH`
 without its empty parts, half its time on the server (~0.4 vs ~0.75 ms for one event)."""
 
+_EVENTS_AUDIT = f"""
+WITH ev AS (
+    INSERT INTO run_events (run_id, seq, kind, data, created_at)
+    SELECT e.run_id, e.seq, e.kind, e.data::jsonb, $1
+    FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[]) AS e(run_id, seq, kind, data)
+), tc AS (
+{insert_tool_calls_sql(8)}
+)
+SELECT pg_notify($6, n) FROM unnest($7::text[]) AS n
+"""
+"""Events with the audit rows that go with them and no run ends (an MCP endpoint call:
+`tool_call`, `tool_result` and its audit row): `_BATCH` without its empty parts, 21 parameters
+instead of 34."""
+
 
 def events_args(
     events: Sequence[tuple[uuid.UUID, int, str, dict[str, Any]]], channel: str
@@ -152,8 +166,12 @@ class JournalConnection:
     ) -> None:
         """One batch in one statement: events, final states, audit rows that go with them,
         one `NOTIFY` per run."""
-        if not settles and not audit:
-            await self._conn.execute(_EVENTS, *events_args(events, channel))
+        if not settles:
+            if not audit:
+                await self._conn.execute(_EVENTS, *events_args(events, channel))
+                return
+            args = (*events_args(events, channel), *tool_call_arrays(audit))
+            await self._conn.execute(_EVENTS_AUDIT, *args)
             return
         await self._conn.execute(_BATCH, *batch_args(events, settles, channel, audit))
 

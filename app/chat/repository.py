@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, exists, func, insert, literal, select, text, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.models import Agent
+from app.audit.models import ToolCall
 from app.chat.models import Conversation, Message, Run, RunEventRecord, Worker
 from app.db.base import Base, utcnow
 from app.kit.repository import RepositoryBase
@@ -248,6 +250,15 @@ class JournalRepository:
     async def insert(self, rows: list[dict[str, Any]]) -> None:
         """A batch of events in one statement (`run_id`, `seq`, `kind`, `data` each)."""
         await self.session.execute(insert(_table(RunEventRecord)), rows)
+
+
+def store_batch(conn: Connection, rows: list[dict[str, Any]], audit: list[dict[str, Any]]) -> None:
+    """A journal batch on a plain (sync) connection: the events as `JournalRepository.insert`
+    stores them and the audit rows that go with them (`tool_call_values`), in the caller's
+    transaction (the SQLite journal writer's, `app/chat/sqlitewrite.py`)."""
+    conn.execute(insert(_table(RunEventRecord)), rows)
+    if audit:
+        conn.execute(insert(_table(ToolCall)), audit)
 
 
 class ChannelRepository:

@@ -32,7 +32,7 @@ from app.chat.run_store import FirstEvent, Opened, RunStart, agent_gone
 from app.chat.run_store_session import SessionRunStore
 from app.db import storable
 from app.db.base import utcnow
-from app.db.pgconn import PgTarget
+from app.db.pgconn import DedicatedConnection, PgTarget
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,6 +163,8 @@ class RunStarts:
         self._queue: list[tuple[NewRun, asyncio.Future[None]]] = []
         self._drainer: asyncio.Task[None] | None = None
         self._writing = 0
+        self._direct = DedicatedConnection(dsn)
+        self._direct_busy = False
 
     @property
     def pending(self) -> int:
@@ -304,8 +306,19 @@ class RunStarts:
         ]
 
     async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
-        """One autocommit statement of the run path on this pool (e.g. an MCP session's
-        ownership check), tried again on the next connection when the server dropped one."""
+        """One autocommit statement of the run path (e.g. an MCP session's ownership check):
+        on a connection of its own while no other such statement runs (a pool's acquire and
+        release cost as much CPU as the statement), else on this pool, where it is tried
+        again on the next connection when the server dropped one."""
+        if not self._direct_busy:
+            self._direct_busy = True
+            try:
+                return await self._direct.fetchrow(query, *args)
+            except Exception as exc:
+                if not _is_disconnect(exc):
+                    raise
+            finally:
+                self._direct_busy = False
         pool = await self._get_pool()
         attempts = self._size + 1
         for attempt in range(1, attempts + 1):
@@ -322,6 +335,7 @@ class RunStarts:
         if self._drainer is not None:
             with contextlib.suppress(Exception):
                 await self._drainer
+        await self._direct.aclose()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -403,9 +417,8 @@ class PostgresRunStore:
         return Opened(start.conversation_id, history_from_rows(stored))
 
     async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
-        """One autocommit statement of the run path on this store's pool (e.g. an MCP
-        session's ownership check), tried again on the next connection when the server
-        dropped one."""
+        """One autocommit statement of the run path (e.g. an MCP session's ownership check):
+        `RunStarts.fetchrow`."""
         return await self.starts.fetchrow(query, *args)
 
     async def aclose(self) -> None:

@@ -38,6 +38,7 @@ from app.chat.run_store import Deferred, Opened, RunStart, RunStartStore, agent_
 from app.chat.run_store_pg import PostgresRunStore
 from app.chat.run_store_session import SessionRunStore
 from app.chat.schemas import ChatRequest
+from app.chat.sqlitewrite import SqliteJournal
 from app.config import Settings
 from app.errors import Unavailable
 from app.events import TERMINAL_KINDS, ErrorInfo, RunEvent, RunFailed
@@ -89,6 +90,7 @@ class RunManager:
             hub=hub,
             retry_s=settings.journal_retry_s,
             dsn=fast_dsn,
+            sqlite=SqliteJournal(settings) if settings.is_sqlite else None,
         )
         hub.on_cancel = self._cancel_local
         self.liveness = WorkerLiveness(

@@ -95,7 +95,8 @@ class ToolPhase:
         tool = self.toolset.full_tools().get(name)
         timeout_s = tool.timeout_s if tool is not None and tool.timeout_s else self.timeout_s
         try:
-            return await asyncio.wait_for(self.toolset.call(name, args, ctx), timeout_s)
+            async with asyncio.timeout(timeout_s):  # in this task: `wait_for` would start one
+                return await self.toolset.call(name, args, ctx)
         except TimeoutError:
             return ToolResult.fail(f"Tool {name!r} timed out after {timeout_s:g}s", retryable=True)
 

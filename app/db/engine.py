@@ -7,7 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, event
+from sqlalchemy import DateTime, Engine, event
+from sqlalchemy import create_engine as sa_create_engine
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -24,10 +25,7 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
         engine = create_async_engine(
             url, connect_args={"timeout": 30}, json_serializer=storable.json_text, **kwargs
         )
-        _store_no_nul(engine)
-        _enable_sqlite_foreign_keys(engine)
-        _sqlite_transactions(engine)
-        _utc_sqlite_datetimes(engine)
+        _sqlite_rules(engine.sync_engine)
         return engine
     if settings.behind_pooler:
         kwargs.setdefault("connect_args", pooled_connect_args())
@@ -40,15 +38,34 @@ def create_engine(settings: Settings, **kwargs: Any) -> AsyncEngine:
         json_serializer=storable.json_text,
         **kwargs,
     )
-    _store_no_nul(engine)
+    _store_no_nul(engine.sync_engine)
     return engine
 
 
-def _store_no_nul(engine: AsyncEngine) -> None:
+def create_sqlite_writer_engine(settings: Settings) -> Engine:
+    """A plain (pysqlite) engine on the SQLite store, with the same rules as `create_engine`'s,
+    for a writer that runs whole transactions in a thread of its own (the journal's: one
+    hand-off per batch instead of one per cursor, statement and commit through aiosqlite)."""
+    url = settings.async_database_url.replace("sqlite+aiosqlite:", "sqlite:", 1)
+    engine = sa_create_engine(
+        url, connect_args={"timeout": 30}, json_serializer=storable.json_text, pool_size=1
+    )
+    _sqlite_rules(engine)
+    return engine
+
+
+def _sqlite_rules(engine: Engine) -> None:
+    _store_no_nul(engine)
+    _enable_sqlite_foreign_keys(engine)
+    _sqlite_transactions(engine)
+    _utc_sqlite_datetimes(engine)
+
+
+def _store_no_nul(engine: Engine) -> None:
     """Text parameters of every statement without NUL characters (`storable`); JSON values
     are encoded without them by the engine's `json_serializer`."""
 
-    @event.listens_for(engine.sync_engine, "before_cursor_execute", retval=True)
+    @event.listens_for(engine, "before_cursor_execute", retval=True)
     def _clean(
         _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
     ) -> tuple[str, Any]:
@@ -66,8 +83,8 @@ def pooled_connect_args() -> dict[str, Any]:
     }
 
 
-def _enable_sqlite_foreign_keys(engine: AsyncEngine) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
+def _enable_sqlite_foreign_keys(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA foreign_keys=ON")
@@ -75,7 +92,7 @@ def _enable_sqlite_foreign_keys(engine: AsyncEngine) -> None:
         cursor.close()
 
 
-def _sqlite_transactions(engine: AsyncEngine) -> None:
+def _sqlite_transactions(engine: Engine) -> None:
     """A savepoint never opens an SQLite transaction by itself.
 
     The sqlite3 driver's legacy transaction control (Python < 3.16) emits BEGIN only before
@@ -86,7 +103,7 @@ def _sqlite_transactions(engine: AsyncEngine) -> None:
     keep running outside transactions, as before; docs/operations.md, "SQLite transactions",
     says why this is not the BEGIN-on-every-transaction recipe."""
 
-    @event.listens_for(engine.sync_engine, "savepoint")
+    @event.listens_for(engine, "savepoint")
     def _begin_first(conn: Connection, _name: str) -> None:
         driver: Any = conn.connection.driver_connection  # aiosqlite's (or sqlite3's) Connection
         if not driver.in_transaction:
@@ -123,8 +140,8 @@ class _UtcSqliteDateTime(sqlite.DATETIME):
         return aware
 
 
-def _utc_sqlite_datetimes(engine: AsyncEngine) -> None:
-    dialect = engine.sync_engine.dialect
+def _utc_sqlite_datetimes(engine: Engine) -> None:
+    dialect = engine.dialect
     dialect.colspecs = {**dialect.colspecs, DateTime: _UtcSqliteDateTime}
 
 

@@ -43,10 +43,20 @@ class DedicatedConnection:
         self._conn: asyncpg.Connection | None = None
 
     async def execute(self, query: str, *args: Any) -> None:
+        await self._run(query, args, fetch=False)
+
+    async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        row: asyncpg.Record | None = await self._run(query, args, fetch=True)
+        return row
+
+    async def _run(self, query: str, args: tuple[Any, ...], *, fetch: bool) -> Any:
         if self._conn is None or self._conn.is_closed():
             self._conn = await connect(self._dsn)
         try:
+            if fetch:
+                return await self._conn.fetchrow(query, *storable.params(args))
             await self._conn.execute(query, *storable.params(args))
+            return None
         except asyncpg.PostgresError:
             raise  # the server answered (refused it): the connection is fine, or known closed
         except BaseException:

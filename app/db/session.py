@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -24,11 +25,13 @@ def _idle(session: AsyncSession) -> bool:
     return not session.in_transaction() and not session.identity_map and not session.new
 
 
-async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
-    """A session opens no connection until first used; one never used (a request served from
-    the in-process caches) is dropped without `close()`, a greenlet round trip that would
-    release nothing (docs/benchmarks.md, "MCP call overhead")."""
-    session = _sessionmaker(request)()
+@contextlib.asynccontextmanager
+async def request_session(maker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """A request's session: committed on success, rolled back on error. It opens no connection
+    until first used; one never used (a request served from the in-process caches) is dropped
+    without `close()`, a greenlet round trip that would release nothing (docs/benchmarks.md,
+    "MCP call overhead")."""
+    session = maker()
     try:
         yield session
     except Exception:
@@ -40,6 +43,12 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     finally:
         if not _idle(session):
             await session.close()
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """`request_session` as the routes' dependency."""
+    async with request_session(_sessionmaker(request)) as session:
+        yield session
 
 
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]

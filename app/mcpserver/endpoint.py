@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import logging
 import re
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -42,6 +43,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
+from app.db.session import request_session
 from app.errors import QuiverError
 from app.mcpserver import wire
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
@@ -50,6 +52,7 @@ from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
 from app.mcpserver.sessions import McpSessions
 from app.mcpserver.state import Caller, McpSession, parse_session_id
+from app.mcpserver.transport import AnswerFirstTransport
 from app.runtime import Runtime
 
 logger = logging.getLogger("quiver.mcp_server")
@@ -100,15 +103,21 @@ class _SessionManager(StreamableHTTPSessionManager):
         return session_id in self._server_instances
 
     def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
-        transport = super()._admit_session(requestor)
-        wanted = _new_session_id.get()
-        if transport is not None and wanted is not None:
-            minted = transport.mcp_session_id
-            assert minted is not None
-            self._server_instances[wanted] = self._server_instances.pop(minted)
-            if minted in self._session_owners:
-                self._session_owners[wanted] = self._session_owners.pop(minted)
-            transport.mcp_session_id = wanted
+        """The SDK's, with this endpoint's transport under the id of the session's run."""
+        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
+            return None
+        session_id = _new_session_id.get() or uuid.uuid4().hex
+        transport = AnswerFirstTransport(
+            mcp_session_id=session_id,
+            is_json_response_enabled=self.json_response,
+            event_store=self.event_store,
+            security_settings=self.security_settings,
+            retry_interval=self.retry_interval,
+            idle_timeout=self.session_idle_timeout,
+        )
+        if requestor is not None:
+            self._session_owners[session_id] = requestor
+        self._server_instances[session_id] = transport
         return transport
 
     async def resume(self, session_id: str, protocol_version: str | None, elicits: bool) -> None:
@@ -118,7 +127,7 @@ class _SessionManager(StreamableHTTPSessionManager):
         async with self._session_creation_lock:
             if session_id in self._server_instances:
                 return
-            transport = StreamableHTTPServerTransport(
+            transport = AnswerFirstTransport(
                 mcp_session_id=session_id,
                 is_json_response_enabled=self.json_response,
                 security_settings=self.security_settings,
@@ -320,7 +329,7 @@ class McpEndpoint:
         if scheme.lower() != "bearer" or not token.strip():
             detail = "missing API key: send 'Authorization: Bearer <key>' (or use OAuth)"
             return challenge(runtime.settings, request, name, detail, invalid=False), None
-        async with runtime.sessionmaker() as session:
+        async with request_session(runtime.sessionmaker) as session:
             principal = await bearer_principal(
                 runtime.settings, runtime.keys, session, request, token.strip(), name
             )
@@ -337,8 +346,6 @@ class McpEndpoint:
                 admitted = await self.sessions.admit(
                     session, session_id, agent_id=agent.id, key_id=principal.key_id
                 )
-            if session.in_transaction():  # a warm request touches no ORM session
-                await session.commit()
         if agent is None or not principal.may_use(agent.id):
             return wire.json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Coroutine
 from typing import Any
@@ -89,11 +90,20 @@ class McpSessions:
         parsed = parse_session_id(session_id)
         if parsed is None:
             return False
+        held = self.sessions.get(session_id)
+        now = time.monotonic()
+        # One process serves a SQLite store: a session held here is open and has not moved;
+        # its run is read (and its activity recorded) only as often as the sweep needs it.
+        fresh = held is not None and now - held.touched_at < self._touch_every_s
+        if held is not None and fresh and self.runs.settings.is_sqlite:
+            return held.belongs_to(agent_id, key_id)
         admitted = await self.store.admit(
             db, parsed[0], agent_id=agent_id, key_id=key_id, touch_every_s=self._touch_every_s
         )
         if admitted is None:
             return False
+        if held is not None:
+            held.touched_at = now
         if admitted.moved:
             self._taken_from[session_id] = admitted.previous
             stale = self.sessions.pop(session_id, None)

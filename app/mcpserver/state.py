@@ -85,6 +85,8 @@ class McpSession:
     journal: JournalWriter
     audit: HeldAudit
     calls: int = 0
+    touched_at: float = 0.0
+    """When this worker last read the session's run and recorded its activity (monotonic)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Events of one session are journaled in call order."""
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -13,6 +15,7 @@ from app.audit.sink import ToolCallSink
 from app.chat.pgwrite import asyncpg_dsn
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
+from app.db.migrate import upgrade
 from app.tools.base import CallContext, ToolResult
 
 COLUMNS = (
@@ -146,6 +149,69 @@ async def test_audit_rows_go_with_journal_events_on_both_write_paths(
             skip = ("run_id", "agent_id")  # random per row
             stored.append([{c: getattr(r, c) for c in COLUMNS if c not in skip} for r in calls])
         assert len(stored[0]) == 2
+        assert stored[0] == stored[1]
+    finally:
+        await engine.dispose()
+
+
+async def test_the_sqlite_journal_writer_stores_what_the_session_path_stores(
+    tmp_path: Path,
+) -> None:
+    """On SQLite a batch of events and audit rows is one transaction in the writer's thread
+    (`app/chat/sqlitewrite.py`): the rows are those the session path stores."""
+    from app.agents.models import Agent
+    from app.chat.hub import RunHub
+    from app.chat.journal import JournalBatcher
+    from app.chat.models import Conversation, Run, RunEventRecord
+    from app.chat.sqlitewrite import SqliteJournal
+
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'quiver.db'}", data_dir=tmp_path)
+    await asyncio.to_thread(upgrade, settings)
+    engine = create_engine(settings)
+    maker = create_sessionmaker(engine)
+    try:
+        async with maker() as session:
+            agent = Agent(name="audited")
+            session.add(agent)
+            await session.flush()
+            runs = []
+            for _ in range(2):
+                conversation = Conversation(agent_id=agent.id, title="t")
+                session.add(conversation)
+                await session.flush()
+                run = Run(conversation_id=conversation.id, agent_id=agent.id, kind="mcp_session")
+                session.add(run)
+                await session.flush()
+                runs.append(run.id)
+            await session.commit()
+        data = {"name": "mcp", "text": "nul\x00here", "when": "2026-12-02T10:00:00+01:00"}
+        for run_id, writer in zip(runs, (SqliteJournal(settings), None), strict=True):
+            batcher = JournalBatcher(sessionmaker=maker, hub=RunHub(), sqlite=writer)
+            await batcher.enqueue(run_id, 1, "tool_call", data, None)
+            await batcher.enqueue(run_id, 2, "tool_result", {"ok": True}, None, _rows(run_id))
+            await batcher.aclose()
+        stored = []
+        for run_id in runs:
+            async with maker() as session:
+                events = (
+                    await session.execute(
+                        select(RunEventRecord.seq, RunEventRecord.kind, RunEventRecord.data)
+                        .where(RunEventRecord.run_id == run_id)
+                        .order_by(RunEventRecord.seq)
+                    )
+                ).all()
+                calls = (
+                    await session.scalars(
+                        select(ToolCall).where(ToolCall.run_id == run_id).order_by(ToolCall.name)
+                    )
+                ).all()
+            assert all(c.created_at.tzinfo is not None for c in calls)  # read back as UTC
+            skip = ("run_id", "agent_id")  # random per row
+            audit = [{c: getattr(r, c) for c in COLUMNS if c not in skip} for r in calls]
+            stored.append(([tuple(e) for e in events], audit))
+        assert [kind for _, kind, _ in stored[0][0]] == ["tool_call", "tool_result"]
+        assert stored[0][0][0][2]["text"] == "nul\ufffdhere"  # no NUL reaches the store
+        assert len(stored[0][1]) == 2
         assert stored[0] == stored[1]
     finally:
         await engine.dispose()
