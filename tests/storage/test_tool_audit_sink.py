@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.models import ToolCall
 from app.audit.record import tool_call_row
@@ -96,34 +97,42 @@ async def test_the_asyncpg_path_stores_what_the_orm_path_stores(
         await engine.dispose()
 
 
+async def two_session_runs(maker: async_sessionmaker[AsyncSession]) -> list[uuid.UUID]:
+    """Two MCP-session runs of a new agent, committed: one per write path under test."""
+    from app.agents.models import Agent
+    from app.chat.models import Conversation, Run
+
+    async with maker() as session:
+        agent = Agent(name=f"audited-{uuid.uuid4().hex[:8]}")
+        session.add(agent)
+        await session.flush()
+        runs = []
+        for _ in range(2):
+            conversation = Conversation(agent_id=agent.id, title="t")
+            session.add(conversation)
+            await session.flush()
+            run = Run(conversation_id=conversation.id, agent_id=agent.id, kind="mcp_session")
+            session.add(run)
+            await session.flush()
+            runs.append(run.id)
+        await session.commit()
+    return runs
+
+
 async def test_audit_rows_go_with_journal_events_on_both_write_paths(
     committing_settings: Settings,
 ) -> None:
     """An MCP session's audit rows ride the journal write of its events: through asyncpg
     (Postgres the app owns) and through a session (other stores) alike."""
-    from app.agents.models import Agent
     from app.chat.hub import RunHub
     from app.chat.journal import JournalBatcher
-    from app.chat.models import Conversation, Run, RunEventRecord
+    from app.chat.models import RunEventRecord
 
     engine = create_engine(committing_settings)
     maker = create_sessionmaker(engine)
     dsn = asyncpg_dsn(committing_settings.async_database_url)
     try:
-        async with maker() as session:
-            agent = Agent(name=f"audited-{uuid.uuid4().hex[:8]}")
-            session.add(agent)
-            await session.flush()
-            runs = []
-            for _ in range(2):
-                conversation = Conversation(agent_id=agent.id, title="t")
-                session.add(conversation)
-                await session.flush()
-                run = Run(conversation_id=conversation.id, agent_id=agent.id, kind="mcp_session")
-                session.add(run)
-                await session.flush()
-                runs.append(run.id)
-            await session.commit()
+        runs = await two_session_runs(maker)
         for run_id, fast in zip(runs, (dsn, None), strict=True):
             batcher = JournalBatcher(sessionmaker=maker, hub=RunHub(), dsn=fast)
             rows = _rows(run_id)
@@ -159,10 +168,9 @@ async def test_the_sqlite_journal_writer_stores_what_the_session_path_stores(
 ) -> None:
     """On SQLite a batch of events and audit rows is one transaction in the writer's thread
     (`app/chat/sqlitewrite.py`): the rows are those the session path stores."""
-    from app.agents.models import Agent
     from app.chat.hub import RunHub
     from app.chat.journal import JournalBatcher
-    from app.chat.models import Conversation, Run, RunEventRecord
+    from app.chat.models import RunEventRecord
     from app.chat.sqlitewrite import SqliteJournal
 
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'quiver.db'}", data_dir=tmp_path)
@@ -170,20 +178,7 @@ async def test_the_sqlite_journal_writer_stores_what_the_session_path_stores(
     engine = create_engine(settings)
     maker = create_sessionmaker(engine)
     try:
-        async with maker() as session:
-            agent = Agent(name="audited")
-            session.add(agent)
-            await session.flush()
-            runs = []
-            for _ in range(2):
-                conversation = Conversation(agent_id=agent.id, title="t")
-                session.add(conversation)
-                await session.flush()
-                run = Run(conversation_id=conversation.id, agent_id=agent.id, kind="mcp_session")
-                session.add(run)
-                await session.flush()
-                runs.append(run.id)
-            await session.commit()
+        runs = await two_session_runs(maker)
         data = {"name": "mcp", "text": "nul\x00here", "when": "2026-12-02T10:00:00+01:00"}
         for run_id, writer in zip(runs, (SqliteJournal(settings), None), strict=True):
             batcher = JournalBatcher(sessionmaker=maker, hub=RunHub(), sqlite=writer)
