@@ -21,7 +21,8 @@ from app.ui.sessions import CSRF_FIELD, Console
 
 PAGE = 25
 """Rows per page of the console's lists."""
-LIST_ALL = 200
+LIST_ALL = 1000
+"""At most this many of each kind in the console's pickers (agents, connectors, ...)."""
 MAX_UPLOAD = 5_000_000
 RUN_STATUSES = ("running", "completed", "max_iterations", "stopped", "cancelled", "failed")
 TOOL_KINDS = ("connector", "database", "mcp", "skill", "knowledge", "agent", "builtin")
