@@ -143,12 +143,14 @@ async def test_secret_headers_are_sent_but_never_shown_in_errors(
         transport=transport,
         url=echo_401.url,
         headers=headers,
-        connect_timeout_s=5.0,
-        call_timeout_s=5.0,
+        # generous: the 401 comes at once; late in a loaded suite this process has stalled
+        # for seconds (a full collection of earlier tests' leftovers), past a 5 s connect
+        connect_timeout_s=30.0,
+        call_timeout_s=30.0,
         tools_cache=[],
     )
     result = await pool.call(row, "add", {"a": 1, "b": 1}, CTX)
-    assert echo_401.seen
+    assert echo_401.seen, result.error
     assert echo_401.seen[0] == f"Bearer {HEADER_SECRET}"
     assert not result.ok
     assert "cannot connect to MCP server 'authz'" in (result.error or "")
