@@ -27,6 +27,7 @@ from app.ui.toolset_view import toolset_view
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 CATEGORIES: tuple[str, ...] = get_args(Category)
+PREVIEW_TARGET = "preview-body"  # the id htmx names in HX-Target (agent.html's preview form)
 
 
 @router.get("/agents", response_class=HTMLResponse)
@@ -65,6 +66,10 @@ async def agent_detail(
     llm = runtime.runs.llm
     selector = llm_selector(llm, model=agent.model) if llm is not None else None
     view = await toolset_view(agent, runtime.settings, runtime.backends, query, selector=selector)
+    if request.headers.get("HX-Target") == PREVIEW_TARGET:
+        # The preview form asks for its own part only: the pickers (up to LIST_ALL rows of six
+        # kinds) are neither loaded nor rendered for a new query.
+        return page(request, "_toolset_preview.html", console, agent=agent, query=query, view=view)
     choices = {
         "connector_ids": (await connector_service.list(session, limit=LIST_ALL, offset=0))[0],
         "database_ids": (await database_service.list(session, limit=LIST_ALL, offset=0))[0],

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, async_playwright, expect
 
 from app.config import Settings
 from app.main import create_app
@@ -25,6 +25,10 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = Path(__file__).parent / "screenshots"
+# The console runs in the test process: late in the suite a full garbage collection of earlier
+# tests' leftovers can stop it for seconds, so a page waits up to 20 s for what it expects (a
+# failure still fails; it only waits longer for it).
+expect.set_options(timeout=20_000)
 
 
 @pytest.fixture(scope="module")

@@ -108,3 +108,22 @@ async def test_the_agent_page_links_delegates_but_not_the_agent_itself(
     assert (await api.get(f"/api/v1/agents/{hub['id']}")).json()["delegate_ids"] == [worker["id"]]
     after = await ui.get(f"/ui/agents/{hub['id']}")
     assert "call_agent" in after.text, "the preview shows the tool"
+
+
+async def test_the_preview_form_gets_only_the_preview(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    """htmx's preview request (HX-Target: preview-body) is answered with that part alone: the
+    pickers are neither loaded nor sent, and the numbers are the whole page's."""
+    ui, api = clients
+    agent = (await api.post("/api/v1/agents", json={"name": "previewed"})).json()
+    await api.post("/api/v1/agents", json={"name": "bystander"})
+    path = f"/ui/agents/{agent['id']}?query=what+time+is+it"
+    whole = await ui.get(path)
+    part = await ui.get(path, headers={"HX-Request": "true", "HX-Target": "preview-body"})
+    assert whole.status_code == part.status_code == 200
+    assert 'data-testid="link-bystander"' in whole.text
+    assert 'data-testid="link-bystander"' not in part.text
+    assert part.text.lstrip().startswith('<div id="preview-body">')
+    tokens = 'data-testid="toolset-tokens-progressive">'
+    assert whole.text.split(tokens)[1][:12] == part.text.split(tokens)[1][:12]
