@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Collection
 from typing import Any, ClassVar, Generic, TypeVar
@@ -45,14 +46,16 @@ class CrudService(Generic[M]):
         *,
         limit: int,
         exclude: Collection[uuid.UUID] = (),
-    ) -> tuple[list[Named], bool]:
+    ) -> tuple[builtins.list[Named], bool]:
         """Up to `limit` (id, name) rows whose name contains the text (the newest when it is
         empty), and whether there are more: a picker searches rather than listing them all."""
-        rows = await self.repo(session).named(containing, limit=limit + 1, exclude=exclude)
+        rows = await self.repo(session).names_like(containing, limit=limit + 1, exclude=exclude)
         return rows[:limit], len(rows) > limit
 
-    async def named_ids(self, session: AsyncSession, ids: Collection[uuid.UUID]) -> list[Named]:
-        return await self.repo(session).named_ids(ids)
+    async def named_ids(
+        self, session: AsyncSession, ids: Collection[uuid.UUID]
+    ) -> builtins.list[Named]:
+        return await self.repo(session).names_of(ids)
 
     async def ensure_name_free(
         self, session: AsyncSession, name: str, *, current: uuid.UUID | None = None

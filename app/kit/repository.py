@@ -60,7 +60,7 @@ class RepositoryBase(Generic[M]):
         rows = await self.session.execute(stmt.limit(limit).offset(offset))
         return list(rows.scalars().unique().all()), int(total or 0)
 
-    async def named(
+    async def names_like(
         self, containing: str, *, limit: int, exclude: Collection[uuid.UUID] = ()
     ) -> list[Named]:
         """Up to `limit` rows whose name contains `containing` (any case; `%` and `_` match
@@ -78,7 +78,7 @@ class RepositoryBase(Generic[M]):
         rows = await self.session.execute(stmt.limit(limit))
         return [Named(row[0], row[1]) for row in rows.all()]
 
-    async def named_ids(self, ids: Collection[uuid.UUID]) -> list[Named]:
+    async def names_of(self, ids: Collection[uuid.UUID]) -> list[Named]:
         """The rows of `ids` that exist, by name."""
         if not ids:
             return []
