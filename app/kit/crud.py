@@ -46,10 +46,13 @@ class CrudService(Generic[M]):
         *,
         limit: int,
         exclude: Collection[uuid.UUID] = (),
+        only: Collection[uuid.UUID] | None = None,
     ) -> tuple[builtins.list[Named], bool]:
         """Up to `limit` (id, name) rows whose name contains the text (the newest when it is
         empty), and whether there are more: a picker searches rather than listing them all."""
-        rows = await self.repo(session).names_like(containing, limit=limit + 1, exclude=exclude)
+        rows = await self.repo(session).names_like(
+            containing, limit=limit + 1, exclude=exclude, only=only
+        )
         return rows[:limit], len(rows) > limit
 
     async def named_ids(

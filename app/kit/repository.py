@@ -61,11 +61,17 @@ class RepositoryBase(Generic[M]):
         return list(rows.scalars().unique().all()), int(total or 0)
 
     async def names_like(
-        self, containing: str, *, limit: int, exclude: Collection[uuid.UUID] = ()
+        self,
+        containing: str,
+        *,
+        limit: int,
+        exclude: Collection[uuid.UUID] = (),
+        only: Collection[uuid.UUID] | None = None,
     ) -> list[Named]:
         """Up to `limit` rows whose name contains `containing` (any case; `%` and `_` match
         themselves), by name; with no text, the newest rows first (the one just created is
-        the likeliest to be picked). Rows in `exclude` are left out."""
+        the likeliest to be picked). Rows in `exclude` are left out; with `only`, only those
+        (what a key restricted to some agents may use)."""
         model: Any = self.model
         stmt = select(model.id, model.name)
         if containing:
@@ -75,6 +81,8 @@ class RepositoryBase(Generic[M]):
             stmt = stmt.order_by(model.created_at.desc(), model.id)
         if exclude:
             stmt = stmt.where(model.id.not_in(list(exclude)))
+        if only is not None:
+            stmt = stmt.where(model.id.in_(list(only)))
         rows = await self.session.execute(stmt.limit(limit))
         return [Named(row[0], row[1]) for row in rows.all()]
 

@@ -32,7 +32,8 @@ from app.kit.repository import Named
 from app.knowledge.service import knowledge_base_service
 from app.mcp.service import mcp_server_service
 from app.skills.service import skill_service
-from app.ui.deps import AdminDep
+from app.tenancy.principal import Principal
+from app.ui.deps import AdminDep, ConsoleDep
 from app.ui.render import page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -84,21 +85,23 @@ class Picker:
     limit: int
 
 
-def find_text(request: Request, kind: Kind) -> str:
-    text = request.query_params.get(f"find_{kind.slug}", "").strip()
+def find_text(request: Request, param: str) -> str:
+    text = request.query_params.get(param, "").strip()
     if len(text) > FIND_MAX:
-        raise Invalid(f"find_{kind.slug}: at most {FIND_MAX} characters")
+        raise Invalid(f"{param}: at most {FIND_MAX} characters")
     return text
 
 
-def picked_ids(request: Request, kind: Kind) -> set[uuid.UUID]:
-    """The ids of the boxes checked in the browser (htmx sends them with the search)."""
+def picked_ids(request: Request, param: str) -> set[uuid.UUID]:
+    """The ids the browser has checked or selected (htmx sends them with the search)."""
     found: set[uuid.UUID] = set()
-    for value in request.query_params.getlist(kind.field):
+    for value in request.query_params.getlist(param):
+        if not value:
+            continue
         try:
             found.add(uuid.UUID(value))
         except ValueError:
-            raise Invalid(f"{kind.field}: {value[:40]!r} is not an id") from None
+            raise Invalid(f"{param}: {value[:40]!r} is not an id") from None
     return found
 
 
@@ -127,7 +130,10 @@ async def picker(
 
 async def pickers(session: AsyncSession, request: Request, agent: Agent) -> list[Picker]:
     """Every kind's picker for the agent page, each with its `find_<kind>` search."""
-    return [await picker(session, agent, kind, find_text(request, kind)) for kind in KINDS]
+    return [
+        await picker(session, agent, kind, find_text(request, f"find_{kind.slug}"))
+        for kind in KINDS
+    ]
 
 
 @router.get("/agents/{agent_id}/links/{slug}", response_class=HTMLResponse)
@@ -139,5 +145,48 @@ async def pick(
     if kind is None:
         raise NotFound(f"no kind of linked resource named {slug[:40]!r}")
     agent = await agent_service.get(session, agent_id)
-    found = await picker(session, agent, kind, find_text(request, kind), picked_ids(request, kind))
+    find = find_text(request, f"find_{kind.slug}")
+    found = await picker(session, agent, kind, find, picked_ids(request, kind.field))
     return page(request, "_picker.html", console, agent=agent, picker=found)
+
+
+# The agent selects of the keys page (several, for a new key) and the playground (one).
+
+AGENTS = Kind("agents", "agent_ids", "Agents", agent_service)
+"""The agent selects' kind: `find_agents` is their search."""
+
+
+async def agent_choices(
+    session: AsyncSession, principal: Principal, find: str, chosen: set[uuid.UUID]
+) -> Picker:
+    """The chosen agents (selected), then up to `PICK` others the key may use: the newest, or
+    those whose name contains `find`."""
+    only = None if principal.agent_ids is None else {uuid.UUID(i) for i in principal.agent_ids}
+    usable = {agent_id for agent_id in chosen if principal.may_use(agent_id)}
+    kept = await agent_service.named_ids(session, usable)
+    exclude = {row.id for row in kept}
+    found, more = await agent_service.find_named(
+        session, find, limit=PICK, exclude=exclude, only=only
+    )
+    options = [Option(row.id, row.name, True) for row in kept]
+    options += [Option(row.id, row.name, False) for row in found]
+    return Picker(kind=AGENTS, find=find, options=options, found=len(found), more=more, limit=PICK)
+
+
+@router.get("/keys/agents", response_class=HTMLResponse)
+async def key_agents(request: Request, session: SessionDep, console: AdminDep) -> Response:
+    """The new-key form's agent options for a search, the agents selected so far first."""
+    find = find_text(request, "find_agents")
+    chosen = picked_ids(request, "agent_ids")
+    choices = await agent_choices(session, console.principal, find, chosen)
+    return page(request, "_agent_options.html", console, choices=choices)
+
+
+@router.get("/playground/agents", response_class=HTMLResponse)
+async def playground_agents(request: Request, session: SessionDep, console: ConsoleDep) -> Response:
+    """The playground's agent options for a search (only agents the key may use), the chosen
+    agent first."""
+    find = find_text(request, "find_agents")
+    chosen = picked_ids(request, "agent_id")
+    choices = await agent_choices(session, console.principal, find, chosen)
+    return page(request, "_agent_options.html", console, choices=choices)
