@@ -338,7 +338,8 @@ async def test_the_link_picker_searches_as_you_type(
     chromium: Browser, console_url: str, screenshots: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The console runs in this process: with the picker's limit at 2, the oldest of four
-    agents is not on the page until its name is typed; linking it keeps the earlier link."""
+    agents is not on the page until its name is typed; a box ticked before the search stays
+    ticked, and saving keeps the earlier link."""
     monkeypatch.setattr(picker, "PICK", 2)
     tag = uuid.uuid4().hex[:6]
     async with httpx.AsyncClient(
@@ -359,11 +360,13 @@ async def test_the_link_picker_searches_as_you_type(
         await expect(page.get_by_test_id(f"link-peer_{tag}_1")).to_be_checked()
         await expect(page.get_by_test_id("pick-more-delegates")).to_be_visible()
         await expect(oldest).to_have_count(0)
+        await page.get_by_test_id(f"link-peer_{tag}_3").check()  # ticked, not saved yet
         await page.get_by_test_id("pick-find-delegates").press_sequentially(f"{tag}_0", delay=30)
         await expect(oldest).not_to_be_checked()
         await expect(page).to_have_url(f"{console_url}/ui/agents/{hub['id']}")  # no reload
         await expect(page.get_by_test_id(f"link-peer_{tag}_1")).to_be_checked()
-        await expect(page.get_by_test_id(f"link-peer_{tag}_3")).to_have_count(0)
+        await expect(page.get_by_test_id(f"link-peer_{tag}_3")).to_be_checked()
+        await expect(page.get_by_test_id(f"link-peer_{tag}_2")).to_have_count(0)
         await oldest.check()
         await shot(page, screenshots, "agent-picker")
         await page.get_by_test_id("links-save").click()
@@ -371,4 +374,4 @@ async def test_the_link_picker_searches_as_you_type(
         await expect(page.get_by_test_id(f"link-peer_{tag}_0")).to_be_checked()
         await context.close()
         saved = (await api.get(f"/api/v1/agents/{hub['id']}")).json()
-    assert sorted(saved["delegate_ids"]) == sorted([ids[0], ids[1]])
+    assert sorted(saved["delegate_ids"]) == sorted([ids[0], ids[1], ids[3]])
