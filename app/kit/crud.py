@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 import uuid
+from collections.abc import Collection
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -12,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.base import Base
 from app.errors import Conflict, Invalid, NotFound
-from app.kit.repository import RepositoryBase
+from app.kit.repository import Named, RepositoryBase
 
 M = TypeVar("M", bound=Base)
 
@@ -36,6 +38,27 @@ class CrudService(Generic[M]):
 
     async def list(self, session: AsyncSession, *, limit: int, offset: int) -> tuple[list[M], int]:
         return await self.repo(session).paginate(limit=limit, offset=offset)
+
+    async def find_named(
+        self,
+        session: AsyncSession,
+        containing: str,
+        *,
+        limit: int,
+        exclude: Collection[uuid.UUID] = (),
+        only: Collection[uuid.UUID] | None = None,
+    ) -> tuple[builtins.list[Named], bool]:
+        """Up to `limit` (id, name) rows whose name contains the text (the newest when it is
+        empty), and whether there are more: a picker searches rather than listing them all."""
+        rows = await self.repo(session).names_like(
+            containing, limit=limit + 1, exclude=exclude, only=only
+        )
+        return rows[:limit], len(rows) > limit
+
+    async def named_ids(
+        self, session: AsyncSession, ids: Collection[uuid.UUID]
+    ) -> builtins.list[Named]:
+        return await self.repo(session).names_of(ids)
 
     async def ensure_name_free(
         self, session: AsyncSession, name: str, *, current: uuid.UUID | None = None

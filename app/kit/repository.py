@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Collection, Sequence
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -13,6 +13,13 @@ from sqlalchemy.orm.interfaces import ORMOption
 from app.db.base import Base
 
 M = TypeVar("M", bound=Base)
+
+
+class Named(NamedTuple):
+    """A row's id and name only: what a picker shows (no eager loads, no other columns)."""
+
+    id: uuid.UUID
+    name: str
 
 
 class RepositoryBase(Generic[M]):
@@ -52,6 +59,41 @@ class RepositoryBase(Generic[M]):
             stmt = stmt.order_by(order, self.model.id)  # type: ignore[attr-defined]
         rows = await self.session.execute(stmt.limit(limit).offset(offset))
         return list(rows.scalars().unique().all()), int(total or 0)
+
+    async def names_like(
+        self,
+        containing: str,
+        *,
+        limit: int,
+        exclude: Collection[uuid.UUID] = (),
+        only: Collection[uuid.UUID] | None = None,
+    ) -> list[Named]:
+        """Up to `limit` rows whose name contains `containing` (any case; `%` and `_` match
+        themselves), by name; with no text, the newest rows first (the one just created is
+        the likeliest to be picked). Rows in `exclude` are left out; with `only`, only those
+        (what a key restricted to some agents may use)."""
+        model: Any = self.model
+        stmt = select(model.id, model.name)
+        if containing:
+            stmt = stmt.where(model.name.icontains(containing, autoescape=True))
+            stmt = stmt.order_by(model.name, model.id)
+        else:
+            stmt = stmt.order_by(model.created_at.desc(), model.id)
+        if exclude:
+            stmt = stmt.where(model.id.not_in(list(exclude)))
+        if only is not None:
+            stmt = stmt.where(model.id.in_(list(only)))
+        rows = await self.session.execute(stmt.limit(limit))
+        return [Named(row[0], row[1]) for row in rows.all()]
+
+    async def names_of(self, ids: Collection[uuid.UUID]) -> list[Named]:
+        """The rows of `ids` that exist, by name."""
+        if not ids:
+            return []
+        model: Any = self.model
+        stmt = select(model.id, model.name).where(model.id.in_(list(ids)))
+        rows = await self.session.execute(stmt.order_by(model.name, model.id))
+        return [Named(row[0], row[1]) for row in rows.all()]
 
     async def add(self, obj: M) -> M:
         self.session.add(obj)

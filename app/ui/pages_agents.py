@@ -13,15 +13,11 @@ from pydantic import ValidationError
 from app.agents.schemas import AgentCreate, AgentUpdate, Category
 from app.agents.service import agent_service
 from app.chat.selector import llm_selector
-from app.connectors.service import connector_service
-from app.databases.service import database_service
 from app.db.session import SessionDep
 from app.deps import RuntimeDep
-from app.knowledge.service import knowledge_base_service
-from app.mcp.service import mcp_server_service
-from app.skills.service import skill_service
 from app.ui import sessions
-from app.ui.deps import LIST_ALL, PAGE, AdminDep, AdminFormDep, Offset, done
+from app.ui.deps import PAGE, AdminDep, AdminFormDep, Offset, done
+from app.ui.picker import pickers
 from app.ui.render import back, page
 from app.ui.toolset_view import toolset_view
 
@@ -67,23 +63,11 @@ async def agent_detail(
     selector = llm_selector(llm, model=agent.model) if llm is not None else None
     view = await toolset_view(agent, runtime.settings, runtime.backends, query, selector=selector)
     if request.headers.get("HX-Target") == PREVIEW_TARGET:
-        # The preview form asks for its own part only: the pickers (up to LIST_ALL rows of six
-        # kinds) are neither loaded nor rendered for a new query.
+        # The preview form asks for its own part only: the pickers (six kinds) are neither
+        # loaded nor rendered for a new query.
         return page(request, "_toolset_preview.html", console, agent=agent, query=query, view=view)
-    choices = {
-        "connector_ids": (await connector_service.list(session, limit=LIST_ALL, offset=0))[0],
-        "database_ids": (await database_service.list(session, limit=LIST_ALL, offset=0))[0],
-        "mcp_server_ids": (await mcp_server_service.list(session, limit=LIST_ALL, offset=0))[0],
-        "skill_ids": (await skill_service.list(session, limit=LIST_ALL, offset=0))[0],
-        "knowledge_base_ids": (
-            await knowledge_base_service.list(session, limit=LIST_ALL, offset=0)
-        )[0],
-        "delegate_ids": [
-            other
-            for other in (await agent_service.list(session, limit=LIST_ALL, offset=0))[0]
-            if other.id != agent.id
-        ],
-    }
+    # The pickers: each kind's linked rows and up to PICK others, found by name in SQL.
+    found = await pickers(session, request, agent)
     return page(
         request,
         "agent.html",
@@ -91,8 +75,7 @@ async def agent_detail(
         agent=agent,
         query=query,
         view=view,
-        choices=choices,
-        linked={field: {str(i) for i in getattr(agent, field)} for field in choices},
+        pickers=found,
         categories=CATEGORIES,
         config_text=json.dumps(agent.model_config_json, indent=2, ensure_ascii=False),
     )

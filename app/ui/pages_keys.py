@@ -15,7 +15,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.agents.models import Agent
 from app.agents.service import agent_service
 from app.apikeys.schemas import ApiKeyCreate, ApiKeyRead
 from app.apikeys.service import api_key_service
@@ -23,6 +22,7 @@ from app.db.session import SessionDep
 from app.errors import QuiverError
 from app.oauth.service import oauth_service
 from app.ui.deps import LIST_ALL, AdminFormDep, ConsoleDep, CsrfField, done, failed, first_error
+from app.ui.picker import agent_choices, find_text
 from app.ui.render import page
 from app.ui.sessions import Console
 
@@ -39,12 +39,17 @@ async def _keys_page(
     status_code: int = 200,
 ) -> Response:
     keys: list[ApiKeyRead] = []
-    agents: list[Agent] = []
+    choices = None
+    names: dict[str, str] = {}
     if console.admin:
         rows, _ = await api_key_service.list(session, limit=LIST_ALL, offset=0)
         keys = [ApiKeyRead.model_validate(row) for row in rows]
-        agents, _ = await agent_service.list(session, limit=LIST_ALL, offset=0)
-    names = {str(agent.id): agent.name for agent in agents}
+        # the new key's agents: a search by name (find_agents), not a list of them all
+        choices = await agent_choices(
+            session, console.principal, find_text(request, "find_agents"), set()
+        )
+        named = {agent_id for key in keys for agent_id in key.agent_ids or ()}
+        names = {str(row.id): row.name for row in await agent_service.named_ids(session, named)}
     return page(
         request,
         "keys.html",
@@ -52,7 +57,7 @@ async def _keys_page(
         status_code=status_code,
         nav="keys",
         keys=sorted(keys, key=lambda k: (k.revoked_at is not None, k.name)),
-        agents=agents,
+        agent_choices=choices,
         agent_names=names,
         tokens=await oauth_service.live_tokens(session, console.principal),
         created=created,

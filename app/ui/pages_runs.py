@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.agents.service import agent_service
 from app.audit.repository import ToolCallRepository
 from app.audit.tombstones import deleted_targets
 from app.chat.operator import get_run, list_runs
@@ -18,7 +17,6 @@ from app.chat.service import get_conversation
 from app.db.session import SessionDep
 from app.kit.pagination import PageParams
 from app.ui.deps import (
-    LIST_ALL,
     PAGE,
     RUN_STATUSES,
     TOOL_KINDS,
@@ -26,6 +24,7 @@ from app.ui.deps import (
     Offset,
     uuid_or_none,
 )
+from app.ui.picker import agent_choices, find_text, picked_ids
 from app.ui.render import page
 from app.ui.sessions import Console
 
@@ -39,12 +38,18 @@ async def playground(
     console: ConsoleDep,
     run: uuid.UUID | None = None,
 ) -> Response:
-    rows, _ = await agent_service.list(session, limit=LIST_ALL, offset=0)
     principal = console.principal
-    usable = [agent for agent in rows if principal.may_use(agent.id)]
     run_read = await get_run(session, principal, run) if run is not None else None
     prompt = await _prompt(session, console, run_read)
-    return page(request, "playground.html", console, agents=usable, run=run_read, prompt=prompt)
+    # the agent select: the run's (or ?agent=) agent, then the others found by name
+    chosen = picked_ids(request, "agent")
+    if run_read is not None:
+        chosen = {run_read.agent_id}
+    find = find_text(request, "find_agents")
+    choices = await agent_choices(session, principal, find, chosen)
+    return page(
+        request, "playground.html", console, agent_choices=choices, run=run_read, prompt=prompt
+    )
 
 
 @router.get("/runs", response_class=HTMLResponse)

@@ -18,6 +18,7 @@ from app.ui import (
     pages_resources,
     pages_runs,
     pages_tools,
+    picker,
 )
 
 router = APIRouter()
@@ -31,5 +32,6 @@ for pages in (
     pages_tools,
     pages_keys,
     pages_oauth,
+    picker,
 ):
     router.include_router(pages.router)

@@ -13,8 +13,10 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 from playwright.async_api import Browser, Page, expect
 
+from app.ui import picker
 from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 
@@ -300,6 +302,7 @@ async def test_lists_and_forms_work_without_javascript(
         base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
     ) as api:
         agent = await api.post("/api/v1/agents", json={"name": name})
+        await api.post("/api/v1/agents", json={"name": f"{name}_peer"})
         async with api.stream(
             "POST", "/api/v1/chat", json={"agent_id": agent.json()["id"], "message": "hi"}
         ) as response:
@@ -319,5 +322,56 @@ async def test_lists_and_forms_work_without_javascript(
     await page.get_by_test_id("toolset-submit").click()  # a plain GET form without htmx
     await expect(page).to_have_url(re.compile(r"\?query=what\+time\+is\+it$"))
     await expect(page.get_by_test_id("toolset-tool").first).to_be_visible()
+    # the linked-resources search: a plain GET of the page, the preview's query kept
+    await page.get_by_test_id("pick-find-delegates").fill(f"{name}_pe")
+    await page.get_by_test_id("pick-find-submit-delegates").click()
+    await expect(page).to_have_url(
+        re.compile(rf"\?query=what\+time\+is\+it&find_delegates={name}_pe#links$")
+    )
+    await expect(page.get_by_test_id(f"link-{name}_peer")).not_to_be_checked()
+    await expect(page.get_by_test_id("pick-find-delegates")).to_have_value(f"{name}_pe")
     await shot(page, screenshots, "agent-nojs-390")
     await context.close()
+
+
+async def test_the_link_picker_searches_as_you_type(
+    chromium: Browser, console_url: str, screenshots: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console runs in this process: with the picker's limit at 2, the oldest of four
+    agents is not on the page until its name is typed; a box ticked before the search stays
+    ticked, and saving keeps the earlier link."""
+    monkeypatch.setattr(picker, "PICK", 2)
+    tag = uuid.uuid4().hex[:6]
+    async with httpx.AsyncClient(
+        base_url=console_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
+    ) as api:
+        hub = (await api.post("/api/v1/agents", json={"name": f"hub_{tag}"})).json()
+        ids = [
+            (await api.post("/api/v1/agents", json={"name": f"peer_{tag}_{i}"})).json()["id"]
+            for i in range(4)
+        ]
+        await api.patch(f"/api/v1/agents/{hub['id']}", json={"delegate_ids": [ids[1]]})
+        context = await chromium.new_context(viewport={"width": 1280, "height": 900})
+        page = await context.new_page()
+        await sign_in(page, console_url, ADMIN_TOKEN)
+        await expect(page).to_have_url(f"{console_url}/ui/agents")
+        await page.goto(f"{console_url}/ui/agents/{hub['id']}")
+        oldest = page.get_by_test_id(f"link-peer_{tag}_0")
+        await expect(page.get_by_test_id(f"link-peer_{tag}_1")).to_be_checked()
+        await expect(page.get_by_test_id("pick-more-delegates")).to_be_visible()
+        await expect(oldest).to_have_count(0)
+        await page.get_by_test_id(f"link-peer_{tag}_3").check()  # ticked, not saved yet
+        await page.get_by_test_id("pick-find-delegates").press_sequentially(f"{tag}_0", delay=30)
+        await expect(oldest).not_to_be_checked()
+        await expect(page).to_have_url(f"{console_url}/ui/agents/{hub['id']}")  # no reload
+        await expect(page.get_by_test_id(f"link-peer_{tag}_1")).to_be_checked()
+        await expect(page.get_by_test_id(f"link-peer_{tag}_3")).to_be_checked()
+        await expect(page.get_by_test_id(f"link-peer_{tag}_2")).to_have_count(0)
+        await oldest.check()
+        await shot(page, screenshots, "agent-picker")
+        await page.get_by_test_id("links-save").click()
+        await expect(page.get_by_test_id("notice")).to_have_text("linked resources saved")
+        await expect(page.get_by_test_id(f"link-peer_{tag}_0")).to_be_checked()
+        await context.close()
+        saved = (await api.get(f"/api/v1/agents/{hub['id']}")).json()
+    assert sorted(saved["delegate_ids"]) == sorted([ids[0], ids[1], ids[3]])

@@ -35,6 +35,7 @@ async def test_keys_page_and_oauth_consent(
     ) as admin:
         made = await admin.post("/api/v1/agents", json={"name": agent_name})
         assert made.status_code == 201, made.text
+        await admin.post("/api/v1/agents", json={"name": f"other_{suffix}"})  # not found below
         client = (
             await admin.post(
                 "/oauth/register",
@@ -55,6 +56,9 @@ async def test_keys_page_and_oauth_consent(
 
     # Create: scopes, one agent, a rate limit; the secret is on this page only.
     await page.get_by_test_id("key-name").fill(key_name)
+    await page.get_by_test_id("key-agents-find").fill(agent_name)  # htmx swaps the options
+    options = page.get_by_test_id("key-agents").locator("option:not([disabled])")
+    await expect(options).to_have_text([agent_name])
     await page.get_by_test_id("key-agents").select_option(label=agent_name)
     await page.get_by_test_id("key-rate").fill("5")
     await page.get_by_test_id("key-create").click()

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.main import create_app
+from app.ui import picker
 from tests.conftest import ADMIN_TOKEN
 from tests.mcp.servers import TIME_SERVER
 from tests.ui.test_session import outcome, page_token, sign_in
@@ -127,3 +130,102 @@ async def test_the_preview_form_gets_only_the_preview(
     assert part.text.lstrip().startswith('<div id="preview-body">')
     tokens = 'data-testid="toolset-tokens-progressive">'
     assert whole.text.split(tokens)[1][:12] == part.text.split(tokens)[1][:12]
+
+
+CHECKED = re.compile(
+    r'<input type="checkbox" name="(\w+)" value="([^"]+)" data-testid="link-[^"]*" checked>'
+)
+
+
+def checked_boxes(response: httpx.Response) -> list[tuple[str, str]]:
+    """What the linked-resources form sends as the page arrives: its checked boxes."""
+    form = response.text.split('data-testid="links-form"')[1].split("</form>")[0]
+    return CHECKED.findall(form)
+
+
+async def test_the_picker_finds_past_its_limit_and_saving_keeps_what_was_not_shown(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the picker's limit at 3, of six agents the page offers the three newest; an older
+    one is found by name (htmx's fragment and the plain GET both) and linked, and the save
+    keeps an older delegate and a knowledge base that the search never showed."""
+    monkeypatch.setattr(picker, "PICK", 3)
+    ui, api = clients
+    hub = (await api.post("/api/v1/agents", json={"name": "pick_hub"})).json()
+    workers = [
+        (await api.post("/api/v1/agents", json={"name": f"pick_w{i}"})).json() for i in range(6)
+    ]
+    ids = {w["name"]: w["id"] for w in workers}
+    kb = (await api.post("/api/v1/knowledge-bases", json={"name": "pick_kb"})).json()
+    linked = await api.patch(
+        f"/api/v1/agents/{hub['id']}",
+        json={"delegate_ids": [ids["pick_w0"]], "knowledge_base_ids": [kb["id"]]},
+    )
+    assert linked.status_code == 200, linked.text
+
+    first = await ui.get(f"/ui/agents/{hub['id']}")
+    shown = set(re.findall(r'data-testid="link-(pick_w\d)"', first.text))
+    assert shown == {"pick_w0", "pick_w5", "pick_w4", "pick_w3"}, "linked, then the 3 newest"
+    assert ("delegate_ids", ids["pick_w0"]) in checked_boxes(first)
+    assert 'data-testid="pick-more-delegates"' in first.text
+    assert 'data-testid="link-pick_hub"' not in first.text
+
+    # htmx: the fragment with the search and the boxes checked so far (w0 and w4)
+    fragment = await ui.get(
+        f"/ui/agents/{hub['id']}/links/delegates",
+        params={"find_delegates": "W1", "delegate_ids": [ids["pick_w0"], ids["pick_w4"]]},
+        headers={"HX-Request": "true", "HX-Target": "pick-delegates"},
+    )
+    assert fragment.status_code == 200
+    found = re.findall(r'data-testid="link-(\w+)"( checked)?', fragment.text)
+    assert found == [("pick_w0", " checked"), ("pick_w4", " checked"), ("pick_w1", "")]
+    assert "<html" not in fragment.text
+    # % and _ match themselves: no name contains "w%1" or "w_"; "_w2" finds one (after the
+    # linked w0, unchecked as the browser sent it)
+    for text in ("w%1", "w_"):
+        none = await ui.get(
+            f"/ui/agents/{hub['id']}/links/delegates", params={"find_delegates": text}
+        )
+        assert 'data-testid="pick-none-delegates"' in none.text, text
+        assert re.findall(r'data-testid="link-(\w+)"', none.text) == ["pick_w0"], text
+    one = await ui.get(f"/ui/agents/{hub['id']}/links/delegates?find_delegates=_w2")
+    found = re.findall(r'data-testid="link-(\w+)"( checked)?', one.text)
+    assert found == [("pick_w0", ""), ("pick_w2", "")]
+
+    # without script: the page with find_delegates, then its form as sent plus the found one
+    searched = await ui.get(f"/ui/agents/{hub['id']}", params={"find_delegates": "pick_w1"})
+    assert 'data-testid="link-pick_w1"' in searched.text
+    assert 'data-testid="link-pick_w5"' not in searched.text
+    sent = checked_boxes(searched)
+    assert set(sent) == {("delegate_ids", ids["pick_w0"]), ("knowledge_base_ids", kb["id"])}
+    fields: dict[str, list[str]] = {}
+    for name, value in [*sent, ("delegate_ids", ids["pick_w1"])]:
+        fields.setdefault(name, []).append(value)
+    done = await ui.post(
+        f"/ui/agents/{hub['id']}/links", data={"csrf_token": page_token(searched), **fields}
+    )
+    assert await outcome(ui, done) == ("notice", "linked resources saved")
+    saved = (await api.get(f"/api/v1/agents/{hub['id']}")).json()
+    assert saved["delegate_ids"] == [ids["pick_w0"], ids["pick_w1"]]
+    assert saved["knowledge_base_ids"] == [kb["id"]]
+
+
+async def test_the_picker_fragment_refuses_bad_input(
+    clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    ui, api = clients
+    hub = (await api.post("/api/v1/agents", json={"name": "pick_strict"})).json()
+    base = f"/ui/agents/{hub['id']}/links"
+    unknown = await ui.get(f"{base}/gadgets")
+    assert unknown.status_code == 404
+    assert "gadgets" in unknown.text
+    bad_id = await ui.get(f"{base}/skills", params={"skill_ids": "not-an-id"})
+    assert bad_id.status_code == 422
+    assert "skill_ids" in bad_id.text
+    too_long = await ui.get(f"{base}/skills", params={"find_skills": "x" * 201})
+    assert too_long.status_code == 422
+    assert "find_skills" in too_long.text
+    page_too_long = await ui.get(f"/ui/agents/{hub['id']}", params={"find_skills": "x" * 201})
+    assert page_too_long.status_code == 422
+    missing = await ui.get(f"/ui/agents/{uuid.uuid4()}/links/skills")
+    assert missing.status_code == 404
