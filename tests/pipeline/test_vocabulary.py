@@ -58,3 +58,20 @@ def test_foreign_share_counts_words_the_catalog_never_uses() -> None:
     assert ranker.foreign_share("report a bug") < 0.6
     assert ranker.foreign_share("how long should I roast a pumpkin?") >= 0.6
     assert ranker.foreign_share("") == 0.0
+
+
+def test_words_only_long_descriptions_use_count_as_foreign() -> None:
+    """On a catalog of API operations a word its descriptions use in passing ("morning") is not
+    a word that says what an operation is: the request is as foreign as one the catalog never
+    uses at all, while the same word in a summary makes it the catalog's own."""
+    prose = "Create an issue. Teams often file these in the morning stand-up, before lunch."
+    tools = [
+        _op("issues_create", "POST", "/repos/{owner}/{repo}/issues", prose),
+        _op("pulls_list", "GET", "/repos/{owner}/{repo}/pulls", "List pull requests"),
+    ]
+    ranker = LexicalRanker(tools)
+    assert ranker.vocabulary is not None and "morn" not in ranker.vocabulary
+    assert ranker.foreign_share("lunch this morning") == 1.0
+    assert ranker.foreign_share("create an issue this morning") == 1 / 3
+    summary = [_op("standup_get", "GET", "/standups/{id}", "Get the morning stand-up"), *tools]
+    assert LexicalRanker(summary).foreign_share("lunch this morning") == 0.5
