@@ -79,11 +79,12 @@ the tune half's odd positions with a MiniLM table refined on its even positions 
 (scripts/distil_static.py); the `test` half is reported."""
 _MAX_CLAUSES = 6
 _MIN_CLAUSE_WORDS = 2
+_JOINERS = "and then|and|then|also|as well as|plus|after that|afterwards|&"
 _CLAUSE_SPLIT = re.compile(
-    r"[.;,!?]+\s+|[.;!?]+$|\s+(?:and then|and|then|also|as well as|plus)\s+|\s*/\s*",
+    rf"[.;,!?]+\s+|[.;!?]+$|\s+(?:{_JOINERS})\s+|\s*/\s*",
     re.IGNORECASE,
 )
-_LEADING_JOINER = re.compile(r"^(?:and then|and|then|also|plus)\s+", re.IGNORECASE)
+_LEADING_JOINER = re.compile(rf"^(?:{_JOINERS})\s+", re.IGNORECASE)
 
 
 def clause_spans(query: str, clauses: Sequence[str]) -> list[tuple[int, int]] | None:

@@ -61,6 +61,14 @@ def test_clauses_split_on_punctuation_and_conjunctions() -> None:
         "translate it",
     ]
     assert split_clauses("weather in Oslo") == []
+    assert split_clauses("merge PR 12, after that cut release v1.4") == [
+        "merge PR 12",
+        "cut release v1.4",
+    ]
+    assert split_clauses("close issue 4 & tell #eng it is fixed") == [
+        "close issue 4",
+        "tell #eng it is fixed",
+    ]
 
 
 def test_a_multi_part_request_reaches_each_part() -> None:
