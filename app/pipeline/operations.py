@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.pipeline.tool_fields import OWN_VERBS, route_parts
-from app.pipeline.vocabulary import expansions, rewrite
+from app.pipeline.vocabulary import expansions, rewrite, spoken_keys
 from app.retrieval.text import stem, tokenize, words
 from app.tools.base import ToolDef
 
@@ -194,9 +194,10 @@ class OperationShapes:
         for c in request_classes(text):
             verb |= self._classes[c]
         out[verb] += self.weights.verb
-        tokens = tokenize(rewrite(text, values=True))
+        rewritten = rewrite(text, values=True)
+        tokens = tokenize(rewritten)
         hit = np.zeros(len(out), dtype=bool)
-        for term in {*tokens, *expansions(tokens, mined)}:
+        for term in {*tokens, *expansions([*tokens, *spoken_keys(rewritten)], mined)}:
             ids = self._by_resource.get(term)
             if ids is not None:
                 hit[ids] = True

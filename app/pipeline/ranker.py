@@ -32,6 +32,7 @@ from app.pipeline.vocabulary import (
     merged,
     rewrite,
     shortenings,
+    spoken_keys,
 )
 from app.retrieval.lexical import FieldWeight as _Field
 from app.retrieval.lexical import Postings, build_postings, query_terms, score
@@ -250,14 +251,18 @@ class LexicalRanker(CachedRanker):
         return self._query(query)[1]
 
     def _query(self, query: str) -> tuple[list[str], dict[str, float]]:
-        tokens = tokenize(rewrite(query, values=self.operations))
+        text = rewrite(query, values=self.operations)
+        tokens = tokenize(text)
         weights = query_terms(
             tokens,
             self._postings,
             synonyms=SYNONYMS,
             expansion_weight=_EXPANSION_WEIGHT,
         )
-        for term, weight in expansions(tokens, self.mined).items():
+        # On catalogs of API operations, also the table's words the tokenizer drops as filler
+        # ("tell #design ..."; on MetaTool's and BFCL's requests "tell" is mostly filler).
+        spoken = spoken_keys(text) if self.operations else []
+        for term, weight in expansions([*tokens, *spoken], self.mined).items():
             if term in self._postings:
                 weights.setdefault(term, weight)
         return tokens, weights
