@@ -264,6 +264,8 @@ def merged(*tables: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]
 
 
 _ADDRESSED = frozenset({"me", "us"})
+_SPOKEN = tuple(sorted(w for w in USER_WORDS if w in STOPWORDS))
+"""The table's words the tokenizer drops: tell, again, off, own."""
 
 
 def spoken_keys(text: str) -> list[str]:
@@ -271,6 +273,9 @@ def spoken_keys(text: str) -> list[str]:
     ("tell", "again", "off", "own"), where they ask for something: "tell #design the mockups
     are up" is a message to send, "tell me the balance" is filler (the word after is me or
     us). The tokens' `expansions` never see them otherwise."""
+    lowered = text.lower()
+    if not any(key in lowered for key in _SPOKEN):  # most requests: no words() pass
+        return []
     found = [*split_words(text), ""]
     return [
         w
