@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.pipeline.tool_fields import OWN_VERBS, route_parts
-from app.pipeline.vocabulary import expansions, rewrite
+from app.pipeline.vocabulary import expansions, rewrite, spoken_keys
 from app.retrieval.text import stem, tokenize, words
 from app.tools.base import ToolDef
 
@@ -47,12 +47,21 @@ CLASSES = ("create", "read", "update", "delete")
 
 _REQUEST_VERB_TEXT = {
     "create": "create add new make open start register signup sign enroll post put set"
-    " publish file store save",
+    " publish file store save send generate build upload launch spawn schedule submit compose"
+    " draft invite begin initiate provision duplicate raise",
     "read": "get list show see view display what which who whose where find search read check"
     " fetch look lookup how many any retrieve",
-    "update": "update edit change rename modify fix mark move set turn switch make",
-    "delete": "delete remove drop wipe erase kick uninstall revoke destroy cancel stop halt",
+    "update": "update edit change rename modify fix mark move set turn switch make assign"
+    " reassign replace adjust correct reopen rotate enable disable upgrade downgrade pause"
+    " resume transfer",
+    "delete": "delete remove drop wipe erase kick uninstall revoke destroy cancel stop halt"
+    " unsubscribe unfollow unstar unpin clear purge deactivate reject decline dismiss deny"
+    " terminate kill discard trash retire detach unlink",
 }
+"""Third round: the verbs from "send" on were added as common English verbs of each class,
+written before they were scored (none came from a missed request): on the development half
+they changed nothing (more read verbs, "count", "status", "track"..., cost one request, so
+they were left out)."""
 REQUEST_VERBS: dict[str, frozenset[str]] = {}
 """Stemmed request word -> the action classes it asks for (`make` and `set`: create or
 update). Question words read: "who follows me?" lists followers."""
@@ -185,9 +194,10 @@ class OperationShapes:
         for c in request_classes(text):
             verb |= self._classes[c]
         out[verb] += self.weights.verb
-        tokens = tokenize(rewrite(text, values=True))
+        rewritten = rewrite(text, values=True)
+        tokens = tokenize(rewritten)
         hit = np.zeros(len(out), dtype=bool)
-        for term in {*tokens, *expansions(tokens, mined)}:
+        for term in {*tokens, *expansions([*tokens, *spoken_keys(rewritten)], mined)}:
             ids = self._by_resource.get(term)
             if ids is not None:
                 hit[ids] = True

@@ -32,6 +32,7 @@ from app.pipeline.vocabulary import (
     merged,
     rewrite,
     shortenings,
+    spoken_keys,
 )
 from app.retrieval.lexical import FieldWeight as _Field
 from app.retrieval.lexical import Postings, build_postings, query_terms, score
@@ -57,6 +58,9 @@ _FIELDS: tuple[_Field, ...] = (
     _Field(weight=1.0, b=0.3),  # OpenAPI tags
     _Field(weight=0.5, b=0.3),  # the source's name and description
 )
+_CORE_FIELDS = (0, 1, 2, 4, 6)
+"""Name, route, summary, parameter names and tags: what an operation is, in few words
+(`LexicalRanker.vocabulary`)."""
 _BIGRAM_FIELDS = 4
 """Bigrams are indexed for the name, route and description fields only."""
 _BIGRAM_WEIGHT = 0.5
@@ -224,6 +228,14 @@ class LexicalRanker(CachedRanker):
             short = shortenings(names, (f[2] for f in fields))
             alias = aliases(names, (f[2] for f in fields))
             self.mined = merged(self.mined, derivations(self._postings), short, alias)
+        self.vocabulary: frozenset[str] | None = None
+        """On catalogs of API operations, the words that say what an operation is: those of
+        its name, route, summary, parameter names and tags (`foreign_share`; None: every word
+        the postings hold)."""
+        if self.operations:
+            self.vocabulary = frozenset(
+                token for f in fields for i in _CORE_FIELDS for token in f[i]
+            )
         self._best_weights: dict[str, float] = {}
         self.router = SourceRouter([t.hints.source if t.hints else "" for t in tools], fields)
 
@@ -239,14 +251,18 @@ class LexicalRanker(CachedRanker):
         return self._query(query)[1]
 
     def _query(self, query: str) -> tuple[list[str], dict[str, float]]:
-        tokens = tokenize(rewrite(query, values=self.operations))
+        text = rewrite(query, values=self.operations)
+        tokens = tokenize(text)
         weights = query_terms(
             tokens,
             self._postings,
             synonyms=SYNONYMS,
             expansion_weight=_EXPANSION_WEIGHT,
         )
-        for term, weight in expansions(tokens, self.mined).items():
+        # On catalogs of API operations, also the table's words the tokenizer drops as filler
+        # ("tell #design ..."; on MetaTool's and BFCL's requests "tell" is mostly filler).
+        spoken = spoken_keys(text) if self.operations else []
+        for term, weight in expansions([*tokens, *spoken], self.mined).items():
             if term in self._postings:
                 weights.setdefault(term, weight)
         return tokens, weights
@@ -263,15 +279,21 @@ class LexicalRanker(CachedRanker):
 
     def foreign_share(self, query: str) -> float:
         """The share of the request's words the catalog never uses, not even through the
-        users'-words table ("how long should I boil an egg?": boil and egg, 2 of 3)."""
+        users'-words table ("how long should I boil an egg?": boil and egg, 2 of 3). On
+        catalogs of API operations only the words that say what an operation is count as
+        used (`vocabulary`): a word only the long descriptions use in passing ("work",
+        "morning") says nothing about which operation a request wants."""
         tokens = tokenize(rewrite(query, values=self.operations))
         if not tokens:
             return 0.0
+        known: frozenset[str] | Postings = (
+            self._postings if self.vocabulary is None else self.vocabulary
+        )
         foreign = 0
         for token in tokens:
-            if token in self._postings:
+            if token in known:
                 continue
-            if not any(w in self._postings for w in expansions([token], self.mined)):
+            if not any(w in known for w in expansions([token], self.mined)):
                 foreign += 1
         return foreign / len(tokens)
 

@@ -12,11 +12,13 @@ Two layers feed the lexical ranker's query expansion:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
-from app.retrieval.text import stem, tokenize
+from app.retrieval.text import STOPWORDS, stem, tokenize
+from app.retrieval.text import words as split_words
 
 EXPANSION = 0.6
 """Weight of an expanded API word against 1.0 for a word of the request itself."""
@@ -259,6 +261,27 @@ def merged(*tables: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]
         for key, words in table.items():
             out[key] = tuple(dict.fromkeys((*out.get(key, ()), *words)))
     return out
+
+
+_ADDRESSED = frozenset({"me", "us"})
+_SPOKEN = tuple(sorted(w for w in USER_WORDS if w in STOPWORDS))
+"""The table's words the tokenizer drops: tell, again, off, own."""
+
+
+def spoken_keys(text: str) -> list[str]:
+    """Words of the users'-words table that the tokenizer drops as conversational filler
+    ("tell", "again", "off", "own"), where they ask for something: "tell #design the mockups
+    are up" is a message to send, "tell me the balance" is filler (the word after is me or
+    us). The tokens' `expansions` never see them otherwise."""
+    lowered = text.lower()
+    if not any(key in lowered for key in _SPOKEN):  # most requests: no words() pass
+        return []
+    found = [*split_words(text), ""]
+    return [
+        w
+        for w, after in itertools.pairwise(found)
+        if w in STOPWORDS and w in USER_WORDS and after not in _ADDRESSED
+    ]
 
 
 def expansions(tokens: Iterable[str], mined: Mapping[str, tuple[str, ...]]) -> dict[str, float]:

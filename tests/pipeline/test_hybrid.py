@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app.config import SelectionStrategy
-from app.pipeline.hybrid import HybridRanker, clause_spans, split_clauses
+from app.pipeline.hybrid import HybridRanker, _merge, clause_spans, split_clauses
 from app.pipeline.ranker import LexicalRanker
 from app.pipeline.selection import select_tools
 from app.pipeline.static_model import MODEL_PATH, StaticModel
@@ -61,6 +61,14 @@ def test_clauses_split_on_punctuation_and_conjunctions() -> None:
         "translate it",
     ]
     assert split_clauses("weather in Oslo") == []
+    assert split_clauses("merge PR 12, after that cut release v1.4") == [
+        "merge PR 12",
+        "cut release v1.4",
+    ]
+    assert split_clauses("close issue 4 & tell #eng it is fixed") == [
+        "close issue 4",
+        "tell #eng it is fixed",
+    ]
 
 
 def test_a_multi_part_request_reaches_each_part() -> None:
@@ -159,3 +167,17 @@ def test_rows_are_z_normalised_one_by_one() -> None:
     vector = np.array([3.0, 1.0, 2.0])
     assert np.allclose(znorm(vector), (vector - 2.0) / vector.std())
     assert not znorm(np.ones(4)).any()
+
+
+def test_each_clause_brings_its_own_best_tools_near_the_top() -> None:
+    """After the whole request's two best tools, each clause's best ones in turn, then the rest:
+    a part the whole request's scores drown (tools 7 and 8 here) still comes in the top five."""
+    order = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    clauses = np.zeros((2, 10), dtype=np.float32)
+    clauses[0, [0, 2, 3]] = [3.0, 2.0, 1.0]  # the first clause agrees with the whole request
+    clauses[1, [8, 7, 9]] = [3.0, 2.0, 1.0]  # the second picks tools the whole ranks last
+    merged = _merge(order, clauses, slots=4, limit=10)
+    assert merged[:2] == [0, 1]
+    assert merged[2:5] == [8, 2, 7]  # each clause's first, then each one's second
+    assert sorted(merged) == order  # nothing lost, nothing twice
+    assert _merge(order, clauses, slots=6, limit=5) == [0, 1, 8, 2, 7]

@@ -46,6 +46,9 @@ def test_operation_shape(method: str, path: str, classes: set[str], resource: st
         ("make a new channel", {"create", "update"}),
         ("stop the deploy and publish the notes", {"delete", "create"}),
         ("the weather in Lisbon", set()),
+        ("send the draft to the team", {"create"}),
+        ("assign it to bob", {"update"}),
+        ("unfollow that account and dismiss the alert", {"delete"}),
     ],
 )
 def test_request_classes(request_text: str, classes: set[str]) -> None:

@@ -113,6 +113,15 @@ def test_both_parts_of_a_two_part_request_come_near_the_top() -> None:
     assert "github__activity_star_repo_for_authenticated_user" in top, top
 
 
+def test_a_part_the_whole_request_drowns_still_comes_near_the_top() -> None:
+    """GitHub's words outweigh Twilio's in the whole request; the second clause's own best
+    tools are merged in (`hybrid._merge`), so sending the SMS is in the top five too."""
+    query = "list the open pull requests and send an sms to the on-call"
+    top = [s.name for s in HybridRanker.cached(_tools()).rank(query, k=5)]
+    assert "github__pulls_list" in top, top
+    assert "twilio__create_message" in top, top
+
+
 @pytest.mark.parametrize("strategy", [SelectionStrategy.HYBRID, SelectionStrategy.LEXICAL])
 async def test_an_unserved_request_keeps_fewer_than_three_tools(
     strategy: SelectionStrategy,
