@@ -15,7 +15,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import asyncpg
@@ -26,8 +26,10 @@ from app.chat.pgwrite import asyncpg_dsn
 from app.config import Settings
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
+from tests.connectors.server_app import LocalServer
 from tests.fixtures.live import serve_app
 from tests.fixtures.served import INITIALIZE
+from tests.mcpserver.test_edges import _slow_connector
 from tests.mcpserver.test_endpoint import MCP_HEADERS, post, unique
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -75,23 +77,34 @@ class Session:
         )
         assert sent.status_code == 202, sent.text
 
-    async def call(self, url: str) -> httpx.Response:
+    async def call(self, url: str, params: dict[str, Any] | None = None) -> httpx.Response:
+        read = {"name": "read_skill", "arguments": {"name": self.skill}}
         body = {
             "jsonrpc": "2.0",
             "id": next(self._ids),
             "method": "tools/call",
-            "params": {"name": "read_skill", "arguments": {"name": self.skill}},
+            "params": params or read,
         }
         return await self.http.post(
             f"{url}/mcp/agents/{self.agent}", json=body, headers=self.headers
         )
 
 
+def result_of(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC result of a call, answered as JSON or as an SSE stream (a slow call)."""
+    body = response.text
+    if not body.lstrip().startswith("{"):
+        datas = [line[5:] for line in body.splitlines() if line.startswith("data:")]
+        body = next(d for d in reversed(datas) if '"result"' in d)
+    result: dict[str, Any] = json.loads(body)["result"]
+    return result
+
+
 def answered(response: httpx.Response) -> bool:
     """A 200 whose JSON-RPC result is the skill's text (the call was served)."""
     if response.status_code != 200:
         return False
-    result: dict[str, Any] = json.loads(response.text)["result"]
+    result = result_of(response)
     return not result.get("isError") and "Steep." in result["content"][0]["text"]
 
 
@@ -197,25 +210,52 @@ async def test_a_worker_takes_a_session_only_once_the_lease_on_it_has_run_out(
             )
 
 
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[LocalServer]:
+    server = LocalServer().start()
+    yield server
+    server.stop()
+
+
 async def test_two_workers_sent_one_session_at_once_never_both_serve_it(
-    leased: Settings, pg: asyncpg.Connection
+    leased: Settings, pg: asyncpg.Connection, upstream: LocalServer
 ) -> None:
-    settings = leased.model_copy(update={"mcp_session_lease_s": 30.0})  # released, not lapsed
+    settings = leased.model_copy(
+        update={
+            "mcp_session_lease_s": 30.0,  # handed over on request, never lapsed
+            "egress_allow_cidrs": ["127.0.0.0/8"],
+            "journal_retry_s": 3.0,  # a clash in the journal fails a call within seconds
+        }
+    )
     async with (
         serve_app(create_app(settings)) as one,
         serve_app(create_app(settings)) as two,
         httpx.AsyncClient(headers=AUTH, timeout=60) as http,
     ):
-        session = await new_session(http, one)
-        rounds = 6
-        results = await asyncio.gather(
-            *(session.call(url) for _ in range(rounds) for url in (one, two))
+        connector = await post_to(http, one, "connectors", _slow_connector(upstream.url))
+        agent = await post_to(
+            http, one, "agents", {"name": unique("shared"), "connector_ids": [connector["id"]]}
         )
-        assert all(answered(r) for r in results), [r.text[:200] for r in results]
-        # The session is held by one worker at the end, and the other was handed it at least
-        # once (each worker served calls).
-        holder = await lease_of(pg, session.run_id)
-        assert holder["valid"]
+        session = Session(http, agent["name"], "")
+        await session.open(one)
+        # Calls of 0.2 s each, sent to both workers at once: served one at a time, or they
+        # would overlap in the journal.
+        slow = {
+            "name": "connector",
+            "arguments": {
+                "subcommand": "execute",
+                "connector": connector["name"],
+                "action": "wait",
+                "parameters": {"delay": 0.2},
+            },
+        }
+        rounds = 4
+        results = await asyncio.gather(
+            *(session.call(url, slow) for _ in range(rounds) for url in (one, two))
+        )
+        texts = [r.text[:300] for r in results]
+        assert all(r.status_code == 200 for r in results), texts
+        assert not any(result_of(r).get("isError") for r in results), texts
         rows = await pg.fetch(
             "SELECT seq, kind, data::text AS data FROM run_events WHERE run_id = $1 ORDER BY seq",
             session.run_id,
