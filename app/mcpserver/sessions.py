@@ -76,7 +76,11 @@ class McpSessions:
         self.store = SessionStore(runs)
         self.sessions: dict[str, McpSession] = {}
         self._opening: dict[uuid.UUID, asyncio.Lock] = {}
-        """By run: no state of a session is made while another is, or while it is let go."""
+        """By run: one state of a session is made at a time."""
+        self._letting_go: dict[uuid.UUID, asyncio.Event] = {}
+        """Sessions another worker asked for, until this one released them."""
+        self._asked: dict[uuid.UUID, int] = {}
+        """How often another worker asked for each session (a state made meanwhile is void)."""
         self._taken_from: dict[str, uuid.UUID | None] = {}
         """Sessions this worker took over, by the worker that served them before."""
         self.handing_over = False
@@ -187,21 +191,31 @@ class McpSessions:
         parsed = parse_session_id(session_id)
         if parsed is None:
             raise LookupError(session_id)
-        async with self._opening.setdefault(parsed[0], asyncio.Lock()):
-            existing = self.sessions.get(session_id)
-            if existing is not None and not existing.released:
-                return existing
-            # Held again first: this worker may have let go since the request was admitted.
-            sent = time.monotonic()
-            agent_id, key_id = caller.agent.id, caller.principal.key_id
-            if not await self.acquire(
-                None, session_id, parsed[0], agent_id=agent_id, key_id=key_id
-            ):
-                raise LookupError(session_id)  # ended meanwhile
-            state = await self.resume(session_id, caller)
-            state.checked_until = sent + self._check_every_s
-            self.sessions[session_id] = state
-            return state
+        run_id = parsed[0]
+        async with self._opening.setdefault(run_id, asyncio.Lock()):
+            while True:
+                existing = self.sessions.get(session_id)
+                if existing is not None and not existing.released:
+                    return existing
+                letting_go = self._letting_go.get(run_id)
+                if letting_go is not None:  # its calls here end first, then the release
+                    await letting_go.wait()
+                    continue
+                # Held again first: this worker may have let go since the request came in.
+                asked = self._asked.get(run_id, 0)
+                sent = time.monotonic()
+                agent_id, key_id = caller.agent.id, caller.principal.key_id
+                if not await self.acquire(
+                    None, session_id, run_id, agent_id=agent_id, key_id=key_id
+                ):
+                    raise LookupError(session_id)  # ended meanwhile
+                state = await self.resume(session_id, caller)
+                if self._asked.get(run_id, 0) != asked:  # asked to let go meanwhile
+                    await self._release(state)
+                    continue
+                state.checked_until = sent + self._check_every_s
+                self.sessions[session_id] = state
+                return state
 
     async def start(self, caller: Caller, *, elicitation: bool) -> McpSession:
         """Create the session's run (counted against the key's run rate and open sessions)
@@ -327,6 +341,7 @@ class McpSessions:
         parsed = parse_session_id(session_id)
         if parsed is not None:
             self._opening.pop(parsed[0], None)
+            self._asked.pop(parsed[0], None)
         if state is not None:
             async with state.lock:  # the events of a call in flight come first
                 await self._finish(state.run_id)
@@ -344,6 +359,7 @@ class McpSessions:
         parsed = parse_session_id(session_id)
         if parsed is not None:
             self._opening.pop(parsed[0], None)
+            self._asked.pop(parsed[0], None)
         try:
             if parsed is not None and not self.handing_over:
                 worker = await self.store.serving_worker(parsed[0])
@@ -382,29 +398,33 @@ class McpSessions:
 
     def _on_release(self, run_id: uuid.UUID) -> None:
         """Another worker asks for the session of this run (`RunHub.on_release`): requests
-        here stop skipping admission at once; the lease goes once the calls are done."""
+        here stop skipping admission at once; the lease goes once the calls are done. A
+        state being made here meanwhile is not kept (`open` sees `_asked` change)."""
+        self._asked[run_id] = self._asked.get(run_id, 0) + 1
         for state in self.sessions.values():
             if state.run_id == run_id:
                 state.released = True
-        self._later(self._let_go(run_id))
+        if run_id not in self._letting_go:
+            self._letting_go[run_id] = asyncio.Event()
+            self._later(self._let_go(run_id))
 
     async def _let_go(self, run_id: uuid.UUID) -> None:
-        """Release the session once its calls in flight are done. Under its opening lock: no
-        state of it is made here between the last call and the release (a request admitted
-        here meanwhile takes the lease again first, and waits its turn)."""
-        held: list[McpSession] = []
+        """Release the session once its calls in flight here are done; no state of it is made
+        here until then (`open` waits for `_letting_go`)."""
+        held = [s for s in self.sessions.values() if s.run_id == run_id]
         try:
-            async with self._opening.setdefault(run_id, asyncio.Lock()):
-                held = [s for s in self.sessions.values() if s.run_id == run_id]
-                for state in held:
-                    state.released = True
-                for state in held:
-                    async with state.lock:  # the calls in flight end first
-                        if self.sessions.get(state.session_id) is state:
-                            del self.sessions[state.session_id]
-                await self.store.release(run_id)
+            for state in held:
+                state.released = True
+                async with state.lock:  # the calls in flight end first
+                    if self.sessions.get(state.session_id) is state:
+                        del self.sessions[state.session_id]
+            await self.store.release(run_id)
         except Exception:
             logger.exception("could not release the MCP session of run %s", run_id)
+        finally:
+            done = self._letting_go.pop(run_id, None)
+            if done is not None:
+                done.set()
         for state in held:
             await self._release(state)
 
