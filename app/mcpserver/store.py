@@ -33,7 +33,7 @@ WITH r AS (
     SELECT worker_id, EXTRACT(EPOCH FROM lease_until - now())::float8 AS left_s FROM runs
     WHERE id = $1 AND kind = $7 AND status = 'running' AND agent_id = $4
       AND api_key_id IS NOT DISTINCT FROM $5
-    FOR UPDATE
+    FOR NO KEY UPDATE
 ), u AS (
     UPDATE runs SET worker_id = $2, updated_at = $3, lease_until = now() + make_interval(secs => $6)
     WHERE id = $1 AND EXISTS (SELECT 1 FROM r)
@@ -45,7 +45,8 @@ SELECT r.worker_id, r.left_s, EXISTS (SELECT 1 FROM u) AS granted FROM r
 """`SessionStore.admit` on Postgres in one round trip: the session's run (open, of this agent
 and key), locked, with the worker that held it last; the lease is taken (or renewed) unless
 another worker holds it and it has not run out by the database's clock. The row lock makes
-two workers' takeovers of one session queue: the second sees the first's lease."""
+two workers' takeovers of one session queue: the second sees the first's lease (`NO KEY`: the
+journal's inserts, whose foreign key share-locks the run, do not wait for it)."""
 _RELEASE = """
 WITH u AS (
     UPDATE runs SET lease_until = NULL
