@@ -439,7 +439,8 @@ class McpSessions:
         session in the middle of a call (a quiet session's lease runs out by itself)."""
         while True:
             await asyncio.sleep(self.lease_s / 4)
-            busy = [s.run_id for s in self.sessions.values() if s.lock.locked() and not s.released]
+            # Asked to let go or not: a call in flight keeps its session until it is done.
+            busy = [s.run_id for s in self.sessions.values() if s.lock.locked()]
             if busy:
                 try:
                     await self.store.renew(busy)

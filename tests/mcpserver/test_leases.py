@@ -272,6 +272,53 @@ async def test_two_workers_sent_one_session_at_once_never_both_serve_it(
         assert json.loads(call["data"])["call_id"] == json.loads(result["data"])["call_id"]
 
 
+async def test_a_call_longer_than_the_lease_keeps_its_session(
+    leased: Settings, pg: asyncpg.Connection, upstream: LocalServer
+) -> None:
+    settings = leased.model_copy(update={"egress_allow_cidrs": ["127.0.0.0/8"]})
+    async with (
+        serve_app(create_app(settings)) as one,
+        serve_app(create_app(settings)) as two,
+        httpx.AsyncClient(headers=AUTH, timeout=60) as http,
+    ):
+        connector = await post_to(http, one, "connectors", _slow_connector(upstream.url))
+        agent = await post_to(
+            http, one, "agents", {"name": unique("long"), "connector_ids": [connector["id"]]}
+        )
+        session = Session(http, agent["name"], "")
+        await session.open(one)
+        # A call of 3 s on worker 1: three leases long, renewed while it runs.
+        slow, quick = (
+            {
+                "name": "connector",
+                "arguments": {
+                    "subcommand": "execute",
+                    "connector": connector["name"],
+                    "action": "wait",
+                    "parameters": {"delay": delay},
+                },
+            }
+            for delay in (3.0, 0)
+        )
+        in_flight = asyncio.create_task(session.call(one, slow))
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        refused = await session.call(two, quick)  # asks for it, waits a lease and a second
+        assert refused.status_code == 503, refused.text
+        assert time.monotonic() - started >= LEASE_S
+        assert not in_flight.done()
+        first = await in_flight
+        assert first.status_code == 200, first.text
+        assert not result_of(first).get("isError"), first.text
+        served = await session.call(two, quick)  # let go once the call was done
+        assert served.status_code == 200, served.text
+        rows = await pg.fetch(
+            "SELECT seq, kind FROM run_events WHERE run_id = $1 ORDER BY seq", session.run_id
+        )
+    assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))
+    assert [r["kind"] for r in rows] == ["run_started", *["tool_call", "tool_result"] * 2]
+
+
 async def test_a_worker_stopping_releases_its_sessions(
     leased: Settings, pg: asyncpg.Connection
 ) -> None:
