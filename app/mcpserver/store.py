@@ -68,11 +68,13 @@ _RENEW = """
 WITH u AS (
     UPDATE runs SET lease_until = now() + make_interval(secs => $3)
     WHERE id = ANY($1::uuid[]) AND worker_id = $2 AND status = 'running'
+      AND lease_until IS NOT NULL
     RETURNING id
 )
 SELECT coalesce(array_agg(id), '{}') AS ids FROM u
 """
-"""The leases of sessions with a call in flight here, kept while the call runs."""
+"""The leases of sessions with a call in flight here, kept while the call runs (one released
+meanwhile stays released)."""
 _ASK_RELEASE = "SELECT pg_notify($1, $2)"
 
 
