@@ -173,12 +173,16 @@ def create_app(
 
     @app.get("/readyz", tags=["ops"], response_model=None, responses={503: {}})
     async def readyz() -> Response | dict[str, str]:
-        """Readiness: storage answers, and the process is not draining."""
+        """Readiness: storage answers, the process is not draining, and its start-up warm-up
+        has the recent agents' tool sets in memory (`IndexWarmer.ready`, at most 30 s)."""
         from fastapi.responses import JSONResponse
 
         runtime = getattr(app.state, "runtime", None)
         if runtime is not None and runtime.runs.draining_since is not None:
             return JSONResponse(error_body("Unavailable", "draining: shutting down"), 503)
+        if runtime is not None and runtime.warmer is not None and not runtime.warmer.ready():
+            message = "warming up: loading the recent agents' tools"
+            return JSONResponse(error_body("Unavailable", message), 503)
         try:
             async with app.state.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
