@@ -21,21 +21,40 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache, partial
 from typing import Any, TypeVar
 
+from app.kit.lru import Lru
 from app.pipeline.ranker import CachedRanker, ScoredTool
 from app.pipeline.tool_fields import route_text, tokens
 from app.tools.base import ToolDef
 
 R = TypeVar("R", bound=CachedRanker)
+T = TypeVar("T")
 Key = tuple[type[CachedRanker], tuple[Any, ...]]
 
 _BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quiver-index")
 _BUILDING: dict[Key, Future[Any]] = {}
 _LOCK = threading.Lock()
+
+
+_BY_TOOLS: Lru[tuple[Hashable, tuple[int, ...]], tuple[list[ToolDef], Any]] = Lru(16)
+
+
+def per_tools(tag: Hashable, tools: Sequence[ToolDef], build: Callable[[], T]) -> T:
+    """`build()` once per `tag` for these very tool objects in this order. One request ranks
+    the same candidates twice (its selection, then `request_tools`' listing) in two lists, and
+    every request of an agent finds the same definitions (`DERIVED`): a ranker's key or a quick
+    ranking of ~2,000 tools is then computed once, not per call. An entry keeps the tools
+    alive, so their ids are not reused while it lives."""
+    ident = (tag, tuple(map(id, tools)))
+    hit = _BY_TOOLS.get(ident)
+    if hit is None:
+        hit = _BY_TOOLS.put(ident, (list(tools), build()))
+    value: T = hit[1]
+    return value
 
 
 REQUEST_GRACE_S = 0.5
@@ -86,7 +105,7 @@ def ranker_now(kind: type[R], tools: Sequence[ToolDef], inline_max: int | None) 
     `inline_max` tools; None: any number); else None, with its build started."""
     if inline_max is None or len(tools) <= inline_max:
         return kind.cached(tools)
-    key = kind.key(tools)  # ~2,000 tools: computed once here
+    key = per_tools(kind.__name__, tools, partial(kind.key, tools))
     found = kind.lookup(key)
     if found is not None:
         return found
@@ -141,10 +160,16 @@ def quick_rank(query: str, tools: Sequence[ToolDef], k: int) -> list[ScoredTool]
     left out. No index: one pass over the tools' cached token sets (~15 ms for 2,000 tools
     once their texts were tokenised). On GitHub's, Stripe's, Twilio's and Slack's operations
     (`bench.selection --real`'s requests) its recall@5 is 0.32, the lexical ranker's 0.47."""
-    terms = set(tokens(query))
+    terms = frozenset(tokens(query))
     if not terms or k <= 0:
         return []
-    found: list[tuple[int, tuple[set[str], set[str], set[str]]]] = []
+    ranked = per_tools(("quick", terms), tools, partial(_quick_scores, terms, tools))
+    return [ScoredTool(tools[i].name, round(min(score, 1.0), 4)) for score, i in ranked[:k]]
+
+
+def _quick_scores(terms: frozenset[str], tools: Sequence[ToolDef]) -> list[tuple[float, int]]:
+    """(relevance, index) of every tool matching a term, best first (see `quick_rank`)."""
+    found: list[tuple[int, tuple[frozenset[str], frozenset[str], frozenset[str]]]] = []
     seen = dict.fromkeys(terms, 0)
     for i, tool in enumerate(tools):
         (name, route, description), every = _quick_fields(tool)
@@ -169,4 +194,4 @@ def quick_rank(query: str, tools: Sequence[ToolDef], k: int) -> list[ScoredTool]
         if score > 0.0 and best > 0:
             scores.append((score / best, i))
     scores.sort(key=lambda s: (-s[0], s[1]))  # best first, ties in catalog order
-    return [ScoredTool(tools[i].name, round(min(score, 1.0), 4)) for score, i in scores[:k]]
+    return scores

@@ -11,6 +11,11 @@ tool set, whoever asks first). Rankers are cached by the tools' content
 (`CachedRanker.cached`), so a request finds the one built here; the per-text work (tokens,
 embeddings) is cached per process too, so after an import only the new connector's tools are
 tokenised and embedded.
+
+At start-up the first pass runs at once (no debounce) and `/readyz` waits for it (`ready`, at
+most `READY_WAIT_S`): behind a load balancer the first chats after a restart find the agents'
+tools and rankers in memory. Each pass loads and assembles every agent before it builds any
+ranker, so a chat that comes during the builds finds its tools ready at least.
 """
 
 from __future__ import annotations
@@ -66,6 +71,9 @@ class IndexWarmer:
         """Rankers built so far (for tests and logs)."""
         self._warming = False
         self._first_pass_done = asyncio.Event()
+        self.after_start_up: Callable[[], None] | None = None
+        """Called once the start-up pass is done, before `ready` turns true (`quiver serve`
+        freezes the garbage collector's view of what that pass loaded: app/main.py)."""
         self._started = time.monotonic()
 
     def start(self) -> None:
@@ -115,7 +123,15 @@ class IndexWarmer:
                 logger.exception("ranker warm-up failed")
             finally:
                 self._warming = False
-                self._first_pass_done.set()
+                if not self._first_pass_done.is_set():
+                    self._started_up()
+
+    def _started_up(self) -> None:
+        try:
+            if self.after_start_up is not None:
+                self.after_start_up()
+        finally:
+            self._first_pass_done.set()
 
     async def warm(self) -> int:
         """Prepare the most recently changed agents' tool sets, then build their rankers;
