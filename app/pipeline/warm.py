@@ -118,7 +118,9 @@ class IndexWarmer:
             self._wake.clear()
             self._warming = True
             try:
-                await self.warm()
+                # Chats may be under way (an agent was just created; a client that does not
+                # wait for /readyz): the builds yield to them first, as a request's do.
+                await self.warm(delay_s=index_builds.REQUEST_GRACE_S)
             except Exception:  # a failed warm-up only means the first request builds
                 logger.exception("ranker warm-up failed")
             finally:
@@ -133,9 +135,9 @@ class IndexWarmer:
         finally:
             self._first_pass_done.set()
 
-    async def warm(self) -> int:
-        """Prepare the most recently changed agents' tool sets, then build their rankers;
-        how many rankers were built.
+    async def warm(self, *, delay_s: float = 0.0) -> int:
+        """Prepare the most recently changed agents' tool sets, then build their rankers
+        (the first build beginning after `delay_s`); how many rankers were built.
 
         Preparing loads each agent (its actions through `ActionCatalog`), assembles its tools
         (legacy definitions cached per connector) and tokenises what the quick word match
@@ -154,7 +156,9 @@ class IndexWarmer:
             if kind.is_cached(candidates):
                 continue
             started = time.perf_counter()
-            await index_builds.built(index_builds.start(kind, candidates))
+            build = index_builds.start(kind, candidates, delay_s=delay_s)
+            delay_s = 0.0
+            await index_builds.built(build)
             built += 1
             logger.info(
                 "ranker for agent %s built: %d tools in %.0f ms",
