@@ -85,6 +85,11 @@ def _build_routes(app: FastAPI) -> None:
         app.url_path_for("quiver:warm-up")
 
 
+def _freeze_gc() -> None:
+    gc.collect()
+    gc.freeze()
+
+
 def create_app(
     settings: Settings,
     *,
@@ -98,6 +103,11 @@ def create_app(
     runtime: ~240k objects) out of the cyclic collector's reach (`gc.freeze`). A full
     collection walked them all, ~90 ms with the event loop stopped, and a burst of requests
     triggers one (docs/benchmarks.md, "Side by side"). They live as long as the process anyway.
+
+    The start-up warm-up (`IndexWarmer`) loads the recent agents' tools and rankers after
+    that (~2,000 legacy tools: a few hundred thousand objects); they are frozen too once it is
+    done, before `/readyz` reports ready: unfrozen, every full collection walked them again,
+    ~140 ms every few chats of such an agent (docs/benchmarks.md, "Large catalogs, cold").
 
     `drain` (`quiver serve`): SIGTERM first drains the process (`RunManager.drain`: readiness
     turns false, no new run starts), then lets uvicorn shut down as usual (docs/operations.md).
@@ -124,6 +134,8 @@ def create_app(
             if freeze_gc:
                 gc.collect()
                 gc.freeze()
+                if runtime.warmer is not None:  # and again once its warm-up has loaded
+                    runtime.warmer.after_start_up = _freeze_gc
             if drain:
                 _drain_on_sigterm(runtime)
             async with mcp_endpoint.running(runtime):
@@ -173,12 +185,16 @@ def create_app(
 
     @app.get("/readyz", tags=["ops"], response_model=None, responses={503: {}})
     async def readyz() -> Response | dict[str, str]:
-        """Readiness: storage answers, and the process is not draining."""
+        """Readiness: storage answers, the process is not draining, and its start-up warm-up
+        has the recent agents' tool sets in memory (`IndexWarmer.ready`, at most 30 s)."""
         from fastapi.responses import JSONResponse
 
         runtime = getattr(app.state, "runtime", None)
         if runtime is not None and runtime.runs.draining_since is not None:
             return JSONResponse(error_body("Unavailable", "draining: shutting down"), 503)
+        if runtime is not None and runtime.warmer is not None and not runtime.warmer.ready():
+            message = "warming up: loading the recent agents' tools"
+            return JSONResponse(error_body("Unavailable", message), 503)
         try:
             async with app.state.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))

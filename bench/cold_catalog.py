@@ -10,12 +10,16 @@ Per round, on a new Postgres database:
    deferred tools it lists of how many.
 2. The server is stopped and started again on the same database (no index in memory) and the
    same is measured once its start-up warm-up is done (`quiver_tool_index_builds` 0 on
-   `/metrics`), and once more after a second restart where the first chat is sent as soon as
-   `/healthz` answers.
+   `/metrics`), after a second restart where the first chat is sent as soon as `/healthz`
+   answers (the process is alive, nothing loaded yet), and after a third where it is sent as
+   soon as `/readyz` answers 200 (what a load balancer or Kubernetes waits for: the start-up
+   warm-up has the recent agents' tool sets in memory; their rankers may still be building).
 
 Target (issue #33): first byte of a first chat ≤ 0.3 s at ~2,000 tools; the preview lists the
 deferred tools the way `request_tools` does (at most 20, and their total).
-Run: `python -m bench.cold_catalog [--rounds N]`.
+`--compare PATH` runs every round in that checkout too (another git worktree, e.g. `main`),
+the two in alternating order, and prints both; the targets are this checkout's.
+Run: `python -m bench.cold_catalog [--rounds N] [--compare PATH]`.
 """
 
 from __future__ import annotations
@@ -42,7 +46,12 @@ FIRST_BYTE_S = 0.3
 LISTED = 20
 MESSAGE = "list the open pull requests of octocat/hello-world"
 CONFIG = {"connector_tool_mode": "legacy"}
-PHASES = ("after import", "after restart, warmed", "after restart, at once")
+PHASES = (
+    "after import",
+    "after restart, warmed",
+    "after restart, at once",
+    "after restart, once ready",
+)
 
 
 async def _import(client: httpx.AsyncClient) -> tuple[list[str], int]:
@@ -110,13 +119,24 @@ async def _warmed(gw: Gateway) -> float:
     raise RuntimeError("the start-up warm-up did not end within 120 s")
 
 
-async def _round(llm_url: str) -> dict[str, Any]:
+async def _ready(gw: Gateway) -> float:
+    """Seconds until `/readyz` answers 200 (from `/healthz` answering)."""
+    start = time.perf_counter()
+    async with gw.client() as client:
+        while time.perf_counter() - start < 120:
+            if (await client.get("/readyz")).status_code == 200:
+                return time.perf_counter() - start
+            await asyncio.sleep(0.02)
+    raise RuntimeError("/readyz did not answer 200 within 120 s")
+
+
+async def _round(llm_url: str, root: Path | None = None) -> dict[str, Any]:
     db = await create_database("quiver_bench_cold")
     url = f"postgresql://postgres@127.0.0.1:5432/{db}"
     env = {"QUIVER_SECRET_KEYS": Fernet.generate_key().decode()}
     out: dict[str, Any] = {}
     try:
-        async with gateway(llm_url, database_url=url, extra_env=env) as gw:
+        async with gateway(llm_url, database_url=url, extra_env=env, root=root) as gw:
             async with gw.client(timeout_s=600) as client:
                 ids, out["tools"] = await _import(client)
                 agent = {"name": "catalog", "connector_ids": ids, "model_config_json": CONFIG}
@@ -124,24 +144,35 @@ async def _round(llm_url: str) -> dict[str, Any]:
                 created.raise_for_status()
                 agent_id = created.json()["id"]
             out[PHASES[0]] = await _measure(gw, agent_id)
-        async with gateway(llm_url, database_url=url, extra_env=env) as gw:
+        async with gateway(llm_url, database_url=url, extra_env=env, root=root) as gw:
             warm_up = await _warmed(gw)
             out[PHASES[1]] = {**await _measure(gw, agent_id), "warm_up_s": warm_up}
-        async with gateway(llm_url, database_url=url, extra_env=env) as gw:
+        async with gateway(llm_url, database_url=url, extra_env=env, root=root) as gw:
             out[PHASES[2]] = await _measure(gw, agent_id)
+        async with gateway(llm_url, database_url=url, extra_env=env, root=root) as gw:
+            ready = await _ready(gw)
+            out[PHASES[3]] = {**await _measure(gw, agent_id), "ready_s": ready}
     finally:
         await drop_database(db)
     return out
 
 
-async def _run(rounds: int) -> dict[str, Any]:
+async def _run(rounds: int, compare: Path | None = None) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
+    other: list[dict[str, Any]] = []
     loads = [os.getloadavg()]
     async with scripted_llm(token_delay_s=0.0, reply="Two pull requests are open.") as llm:
-        for _ in range(rounds):
+        for i in range(rounds):
+            if compare is not None and i % 2 == 1:
+                other.append(await _round(llm.base_url, compare))
             results.append(await _round(llm.base_url))
+            if compare is not None and i % 2 == 0:
+                other.append(await _round(llm.base_url, compare))
             loads.append(os.getloadavg())
-    return {"rounds": results, "load_avg": loads, "tools": results[0]["tools"]}
+    r: dict[str, Any] = {"rounds": results, "load_avg": loads, "tools": results[0]["tools"]}
+    if compare is not None:
+        r["compare"] = {"root": str(compare), "rounds": other}
+    return r
 
 
 def _values(r: dict[str, Any], phase: str, key: str) -> list[float]:
@@ -194,15 +225,24 @@ def run(quick: bool = False) -> dict[str, Any]:
     return r
 
 
+def _print_rounds(r: dict[str, Any]) -> None:
+    headers = ["phase", "first byte s", "first event s", "2nd chat first byte s", "preview s"]
+    print_table(rows(r), [*headers, "deferred listed"])
+
+
 def print_results(r: dict[str, Any]) -> None:
     loads = " / ".join(f"{x[0]:.1f}" for x in r["load_avg"])
     warm_up = " / ".join(f"{x[PHASES[1]]['warm_up_s']:.1f}" for x in r["rounds"])
+    ready = " / ".join(f"{x[PHASES[3]]['ready_s']:.2f}" for x in r["rounds"])
     print(
         f"{len(r['rounds'])} round(s), {r['tools']} legacy tools; start-up warm-up {warm_up} s;"
-        f" load average {loads}"
+        f" /readyz 200 after /healthz {ready} s; load average {loads}"
     )
-    headers = ["phase", "first byte s", "first event s", "2nd chat first byte s", "preview s"]
-    print_table(rows(r), [*headers, "deferred listed"])
+    print("median (rounds):")
+    _print_rounds(r)
+    if "compare" in r:
+        print(f"\n{r['compare']['root']} (same rounds, alternating order):")
+        _print_rounds(r["compare"])
     print()
     print_table(
         [[t["target"], t["value"], "pass" if t["pass"] else "FAIL"] for t in r["targets"]],
@@ -214,8 +254,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--json", help="also write the results there")
+    parser.add_argument(
+        "--compare", type=Path, help="also run every round in this checkout (e.g. /work/main)"
+    )
     args = parser.parse_args()
-    r = asyncio.run(_run(args.rounds))
+    r = asyncio.run(_run(args.rounds, args.compare))
     r["targets"] = targets(r)
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=1) + "\n")

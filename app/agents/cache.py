@@ -1,10 +1,12 @@
 """Agents with everything the run pipeline reads from them, cached in process by id.
 
 A run starts from the agent and its links (connectors with their actions, databases, MCP
-servers, skills, knowledge bases): six queries through the ORM. They are kept here, tagged
-with the version of `app/db/changes.py`, which any committed write to those tables moves on
-(in this worker at once, in the others through the run hub's `NOTIFY`). An entry is also read
-again after `max_age_s`, and nothing is served while the worker cannot hear the others.
+servers, skills, knowledge bases): six queries through the ORM, the actions through
+`ActionCatalog` (app/connectors/catalog.py), which keeps them across reloads and reads again
+only a connector whose stored stamps changed. Agents are kept here, tagged with the version of
+`app/db/changes.py`, which any committed write to those tables moves on (in this worker at
+once, in the others through the run hub's `NOTIFY`). An entry is also read again after
+`max_age_s`, and nothing is served while the worker cannot hear the others.
 
 The cached rows are detached and shared by concurrent runs: they are read, never changed.
 """
@@ -29,6 +31,7 @@ from app.agents.models import (
     agent_skills,
 )
 from app.agents.repository import AgentRepository
+from app.connectors.catalog import ACTIONS, ActionCatalog
 from app.connectors.models import Connector, ConnectorAction
 from app.databases.models import DatabaseConnector
 from app.db import changes
@@ -68,8 +71,10 @@ class AgentCache:
         *,
         max_age_s: float = 60.0,
         size: int = 1024,
+        actions: ActionCatalog = ACTIONS,
     ) -> None:
         self._sessionmaker = sessionmaker
+        self._actions = actions
         self._max_age_s = max_age_s
         self._size = size
         self._items: OrderedDict[uuid.UUID, _Entry] = OrderedDict()
@@ -115,7 +120,10 @@ class AgentCache:
 
     async def _load(self, agent_id: uuid.UUID) -> Agent | None:
         async with self._sessionmaker() as session:
-            return await AgentRepository(session).get(agent_id)
+            agent = await AgentRepository(session).get_for_run(agent_id)
+            if agent is not None:
+                await self._actions.attach(session, agent.connectors)
+            return agent
 
     def clear(self) -> None:
         self._items.clear()

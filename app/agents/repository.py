@@ -28,6 +28,14 @@ class AgentRepository(RepositoryBase[Agent]):
             selectinload(Agent.delegates),
         )
 
+    async def get_for_run(self, id: uuid.UUID) -> Agent | None:
+        """The agent with its links, its connectors' actions left unloaded: the agent cache
+        sets them from `ActionCatalog` (app/connectors/catalog.py), which reads only what
+        changed."""
+        options = (selectinload(Agent.connectors), *self._options()[1:])
+        stmt = select(Agent).options(*options).where(Agent.id == id)
+        return (await self.session.execute(stmt)).scalars().unique().one_or_none()
+
     async def listing(
         self, ids: Collection[uuid.UUID] | None
     ) -> list[tuple[uuid.UUID, str, datetime]]:

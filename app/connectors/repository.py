@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import selectinload
@@ -62,3 +63,32 @@ class ConnectorActionRepository(RepositoryBase[ConnectorAction]):
         stmt = select(func.count()).select_from(ConnectorAction)
         total = await self.session.scalar(stmt.where(ConnectorAction.connector_id == connector_id))
         return int(total or 0)
+
+    async def stamps(
+        self, connector_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, list[tuple[uuid.UUID, datetime]]]:
+        """Each connector's actions as `(id, updated_at)`, by name: what `ActionCatalog`
+        compares its entries with (three narrow columns, no schema)."""
+        stmt = (
+            select(ConnectorAction.connector_id, ConnectorAction.id, ConnectorAction.updated_at)
+            .where(ConnectorAction.connector_id.in_(list(connector_ids)))
+            .order_by(ConnectorAction.connector_id, ConnectorAction.name)
+        )
+        out: dict[uuid.UUID, list[tuple[uuid.UUID, datetime]]] = {}
+        for connector_id, ident, stamp in (await self.session.execute(stmt)).all():
+            out.setdefault(connector_id, []).append((ident, stamp))
+        return out
+
+    async def of_connectors(
+        self, connector_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, list[ConnectorAction]]:
+        """These connectors' actions in one query, each connector's by name."""
+        stmt = (
+            select(ConnectorAction)
+            .where(ConnectorAction.connector_id.in_(list(connector_ids)))
+            .order_by(ConnectorAction.connector_id, ConnectorAction.name)
+        )
+        out: dict[uuid.UUID, list[ConnectorAction]] = {}
+        for action in (await self.session.execute(stmt)).scalars():
+            out.setdefault(action.connector_id, []).append(action)
+        return out

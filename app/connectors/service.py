@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.audit.tombstones import RemembersDeleted
 from app.connectors.backend import ConnectorBackend
+from app.connectors.catalog import ACTIONS
 from app.connectors.models import Connector, ConnectorAction
 from app.connectors.openapi import ConnectorDraft, ImportFilters, parse_openapi
 from app.connectors.repository import ConnectorActionRepository, ConnectorRepository
@@ -58,6 +59,10 @@ def _build(data: ConnectorCreate) -> Connector:
 
 
 def _imported(connector: Connector, warnings: list[str], **extra: Any) -> ConnectorImported:
+    """The import's answer (in a worker thread). The flushed actions go to `ACTIONS` first,
+    with their legacy tool definitions: the first chat after the import reads and builds
+    neither (app/connectors/catalog.py)."""
+    ACTIONS.remember(connector)
     read = ConnectorRead.model_validate(connector).model_dump()
     return ConnectorImported.model_validate({**read, "warnings": warnings, **extra})
 

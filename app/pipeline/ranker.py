@@ -177,6 +177,12 @@ class CachedRanker:
     def is_cached(cls, tools: Sequence[ToolDef]) -> bool:
         return cls._cache.get(cls.key(tools)) is not None
 
+    @classmethod
+    def lookup(cls, key: tuple[Any, ...]) -> Self | None:
+        """The ranker built for the tools whose `key` this is, if it is cached."""
+        found: Self | None = cls._cache.get(key)
+        return found
+
     def kept(
         self, scored: Sequence[ScoredTool], k: int, *, weak: bool = False, query: str = ""
     ) -> list[ScoredTool]:

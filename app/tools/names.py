@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 MAX_NAME = 64
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]+")
 
 
+@lru_cache(maxsize=1 << 16)
 def sanitize_tool_name(raw: str) -> str:
-    """Replace each run of characters outside `[a-zA-Z0-9_-]` with `_`; cut to 64."""
+    """Replace each run of characters outside `[a-zA-Z0-9_-]` with `_`; cut to 64. Cached:
+    every assembly names a legacy catalog's couple of thousand tools again."""
     name = _INVALID.sub("_", raw)[:MAX_NAME]
     return name or "tool"
 

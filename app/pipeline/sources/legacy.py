@@ -6,6 +6,8 @@ across every kind (a collision gets a `_2` suffix).
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
@@ -13,11 +15,13 @@ from typing import Any
 
 from app.connectors.actions import action_step
 from app.connectors.backend import ConnectorBackend
+from app.connectors.catalog import ACTIONS
 from app.connectors.models import Connector, ConnectorAction
 from app.databases.backend import DatabaseBackend
 from app.databases.models import DatabaseConnector
 from app.mcp.backend import McpBackend
 from app.mcp.models import McpServer
+from app.pipeline import index_builds
 from app.pipeline.sources.meta_connector import action_hints, confirmation_needed
 from app.pipeline.sources.meta_database import (
     describe_table,
@@ -58,8 +62,24 @@ def connector_tool_def(connector: Connector, action: ConnectorAction) -> ToolDef
     )
 
 
+BUILT: Counter[uuid.UUID] = Counter()
+"""Per connector, how many times its legacy definitions were built in this process (tests)."""
+
+
 def _connector_defs(connector: Connector) -> tuple[ToolDef, ...]:
+    BUILT[connector.id] += 1
     return tuple(connector_tool_def(connector, action) for action in connector.actions)
+
+
+def prepare_connector(connector: Connector) -> tuple[ToolDef, ...]:
+    """The connector's legacy definitions, built (and their quick-match tokens taken) once,
+    as its import stores it: the first chat after it finds them (`ActionCatalog.remember`)."""
+    defs = DERIVED.get(connector_key(connector, "legacy"), partial(_connector_defs, connector))
+    index_builds.prepare(defs)
+    return defs
+
+
+ACTIONS.on_remember(prepare_connector)
 
 
 def connector_tools(

@@ -23,18 +23,19 @@ INLINE_SKILLS_HEADING = "## Skills"
 
 
 def connector_key(connector: Connector, purpose: str) -> tuple[Hashable, ...] | None:
-    """Cache key of what is derived from a connector and its actions.
-
-    Any action write bumps that action's `updated_at` above the others and a deletion
-    changes the count, so (count, newest action stamp) stands for the whole list.
+    """Cache key of what is derived from a connector and its actions: the connector's stamp
+    and every action's `(id, updated_at)` in order. Exactly what it was derived from (the ORM
+    stamps every write; an addition or removal changes the ids), in the order the legacy
+    definitions are paired with the actions, whatever the writers' clocks.
     """
     base = row_key(connector, purpose)
     if base is None:
         return None
-    stamps = [a.updated_at for a in connector.actions]
-    if None in stamps:
+    actions = connector.actions
+    if any(a.id is None or a.updated_at is None for a in actions):
         return None
-    return (*base, len(stamps), max(stamps, default=None))
+    # UUIDs as ints: hashed in C (a UUID's own hash is Python code), ~2,000 per key.
+    return (*base, tuple((a.id.int, a.updated_at) for a in actions))
 
 
 def skill_stub(skill: Skill) -> str:
