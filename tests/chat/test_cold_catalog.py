@@ -26,7 +26,7 @@ from app.pipeline.ranker import LexicalRanker
 from app.pipeline.sources import legacy
 from app.tools.cache import DERIVED
 from tests.chat.conftest import CreateAgent, live_settings, unique
-from tests.chat.test_index_warmup import NOUNS, VERBS, index_builds
+from tests.chat.test_index_warmup import create_large_connector, index_builds
 from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.live import read_sse, serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
@@ -77,15 +77,7 @@ async def test_after_a_restart_readyz_waits_until_the_agents_tools_are_ready(
     create_agent: CreateAgent,
     scripted_llm: ScriptedLLM,
 ) -> None:
-    actions = [
-        {"name": f"g{g}_{verb}_{noun}", "description": f"{verb.title()} a {noun} of group {g}."}
-        for g in range(5)
-        for verb in VERBS
-        for noun in NOUNS
-    ]  # 320 legacy tools: above the 300 a request builds an index for itself
-    body = {"name": unique("shop"), "base_url": "https://shop.example.test", "actions": actions}
-    created = await live.post("/api/v1/connectors", json=body)
-    assert created.status_code == 201, created.text
+    created = await create_large_connector(live)
     cid = uuid.UUID(created.json()["id"])
     agent = await create_agent(
         connector_ids=[str(cid)],

@@ -15,6 +15,20 @@ VERBS = ("list", "get", "create", "update", "delete", "archive", "restore", "exp
 NOUNS = ("invoice", "customer", "refund", "payout", "coupon", "webhook", "ticket", "report")
 
 
+async def create_large_connector(live: httpx.AsyncClient) -> httpx.Response:
+    """A connector of 320 legacy tools: above the 300 a request builds an index for itself."""
+    actions = [
+        {"name": f"g{g}_{verb}_{noun}", "description": f"{verb.title()} a {noun} of group {g}."}
+        for g in range(5)
+        for verb in VERBS
+        for noun in NOUNS
+    ]
+    body = {"name": unique("shop"), "base_url": "https://shop.example.test", "actions": actions}
+    created = await live.post("/api/v1/connectors", json=body)
+    assert created.status_code == 201, created.text
+    return created
+
+
 async def index_builds(live: httpx.AsyncClient) -> float:
     for line in (await live.get("/metrics")).text.splitlines():
         if line.startswith("quiver_tool_index_builds "):
@@ -25,15 +39,7 @@ async def index_builds(live: httpx.AsyncClient) -> float:
 async def test_the_warm_up_builds_a_large_agents_index_and_says_when_it_is_done(
     live: httpx.AsyncClient, create_agent: CreateAgent
 ) -> None:
-    actions = [
-        {"name": f"g{g}_{verb}_{noun}", "description": f"{verb.title()} a {noun} of group {g}."}
-        for g in range(5)
-        for verb in VERBS
-        for noun in NOUNS
-    ]  # 320 legacy tools: above the 300 a request builds an index for itself
-    body = {"name": unique("shop"), "base_url": "https://shop.example.test", "actions": actions}
-    created = await live.post("/api/v1/connectors", json=body)
-    assert created.status_code == 201, created.text
+    created = await create_large_connector(live)
     agent = await create_agent(
         connector_ids=[created.json()["id"]],
         tool_categories=["connector"],
