@@ -41,7 +41,7 @@ Matrix = npt.NDArray[np.float32]
 Vector = npt.NDArray[np.float64]
 
 
-SHAPE = ShapeWeights(verb=1.5, resource=1.5, prior=0.5, admin=1.0, name=0.5)
+SHAPE = ShapeWeights(verb=1.5, resource=1.5, prior=0.5, admin=1.0, name=0.5, own=1.0)
 """Chosen on the development half of the real-catalog set (bench/selection.py --real): a
 plateau from verb 1.0-2.0, object 1.0-2.0, prior 0.35-0.5 (in z-score units of the fused
 signals); admin 0 / 0.5 / 1.0 gave recall@5 0.64 / 0.65 / 0.66; name coverage 0 / 0.5 / 1.0

@@ -19,6 +19,9 @@ only):
 - **name**: the share of the operation's name words the request covers (`pulls_create` by
   "open a pull request", where `interactions_update_pull_request_creation_cap` is mostly
   left over);
+- **own**: operations on the caller's own account (`GET /user`, `/user/repos`: a first path
+  segment `user` or `me` with no parameter after it) rank higher when the request speaks in
+  the first person ("who am I logged in as?", "list my repos");
 - **prior**: fewer words in the name and fewer resources in the path (the operations a catalog
   is built around, `POST /v1/invoices` rather than
   `POST /v1/customers/{customer}/subscriptions/{id}/discount`), as standard deviations over the
@@ -30,6 +33,7 @@ gets none of the three. See docs/selection.md.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -82,6 +86,11 @@ PATH_VERBS: dict[str, str] = {
 """A verb a path names (`/chat.update`, `/conversations.kick`) -> its action class."""
 
 _ADMIN = frozenset({"admin", "admins", "administrator", "administrators"})
+_PLACE = re.compile(r"\b(?:in|into)\s+#[A-Za-z][\w-]*", re.IGNORECASE)
+"""Where something goes ("post it in #finance"), not what the request acts on."""
+_SPOKEN = re.compile(r"[a-z']+")
+_OWN_SEGMENTS = frozenset({"user", "me", "self"})
+_FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "im", "i'm"})
 _VERB_STEMS = frozenset(stem(w) for w in PATH_VERBS)
 _METHOD_CLASS = {"GET": "read", "DELETE": "delete", "PUT": "update", "PATCH": "update"}
 
@@ -137,6 +146,23 @@ class ShapeWeights:
     does not say admin."""
     name: float = 0.0
     """Times the share of the operation's name words the request's terms cover."""
+    own: float = 0.0
+    """Added to operations on the caller's own account (`own_account`) when the request
+    speaks in the first person."""
+
+
+def own_account(path: str) -> bool:
+    """`/user`, `/user/repos`, `/me/...`: a path whose first segment names the caller (no
+    parameter after it: `/users/{username}` and `/user/{account_id}` name someone)."""
+    segments = [s for s in path.split("/") if s]
+    if not segments or segments[0].lower() not in _OWN_SEGMENTS:
+        return False
+    return len(segments) == 1 or "{" not in segments[1]
+
+
+def first_person(text: str) -> bool:
+    """The request speaks for its sender ("who am I", "my repos", "remind me")."""
+    return any(w in _FIRST_PERSON for w in _SPOKEN.findall(text.lower().replace("\u2019", "'")))
 
 
 class OperationShapes:
@@ -149,6 +175,7 @@ class OperationShapes:
         by_resource: dict[str, list[int]] = {}
         size = np.zeros(n, dtype=np.float64)
         self._admin = np.zeros(n, dtype=bool)
+        self._own = np.zeros(n, dtype=bool)
         routed = np.zeros(n, dtype=bool)
         by_name_word: dict[str, list[int]] = {}
         self._name_size = np.ones(n, dtype=np.float32)
@@ -162,6 +189,7 @@ class OperationShapes:
             if resource:
                 by_resource.setdefault(resource, []).append(i)
             routed[i] = True
+            self._own[i] = own_account(hints.path)
             self._admin[i] = any(_ADMIN & set(words(r)) for r in route_parts(hints.path)[0])
             size[i] = len(words(tool.name)) + len(route_parts(hints.path)[0])
             name = set(tokenize(tool.name)) - set(tokenize(hints.source))
@@ -194,7 +222,7 @@ class OperationShapes:
         for c in request_classes(text):
             verb |= self._classes[c]
         out[verb] += self.weights.verb
-        rewritten = rewrite(text, values=True)
+        rewritten = rewrite(_PLACE.sub(" ", text), values=True)
         tokens = tokenize(rewritten)
         hit = np.zeros(len(out), dtype=bool)
         for term in {*tokens, *expansions([*tokens, *spoken_keys(rewritten)], mined)}:
@@ -204,4 +232,6 @@ class OperationShapes:
         out[hit] += self.weights.resource
         if self.weights.admin and not _ADMIN & set(words(text)):
             out[self._admin] -= self.weights.admin
+        if self.weights.own and first_person(text):
+            out[self._own] += self.weights.own
         return out

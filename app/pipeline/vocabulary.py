@@ -79,6 +79,23 @@ _GROUPS: tuple[tuple[str, str], ...] = (
     ("signup enroll onboard", "create"),
     ("wipe", "delete"),
     ("secure shell", "ssh key"),
+    # fourth round (read off the development half's misses as general vocabulary)
+    ("developer developers engineer engineers coder coders programmer programmers", "user users"),
+    ("branch branches", "ref branch"),
+    ("callback callbacks whenever", "webhook hook"),
+    ("workspace workspaces", "team"),
+    ("approval approvals approve approved", "review"),
+    ("remaining", "rate limit"),
+    ("copy", "fork"),
+    ("url address", "permalink"),
+    ("function functions implemented implementation definition", "code"),
+    ("announcement announcements", "message"),
+    ("seller sellers merchant merchants vendor vendors", "connected account"),
+    ("squad squads department departments", "team"),
+    ("trunk mainline", "main default branch"),
+    ("reimburse reimbursement repay", "refund"),
+    ("credential credentials", "key"),
+    ("hang", "call update"),
 )
 
 

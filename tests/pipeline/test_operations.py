@@ -10,7 +10,9 @@ from app.pipeline.hybrid import HybridRanker
 from app.pipeline.operations import (
     OperationShapes,
     ShapeWeights,
+    first_person,
     operation_shape,
+    own_account,
     request_classes,
 )
 from app.tools.base import SearchHints, ToolDef
@@ -117,3 +119,56 @@ def test_name_coverage_favours_the_name_the_request_explains() -> None:
     signal = shapes.signal("open a pull request", {}, ["pull", "creat"])
     # pulls_create: both name words; pulls_list: one of two; the cap: 2 of 7; repos_delete: none
     assert signal.tolist() == pytest.approx([1.0, 0.5, 2 / 7, 0.0])
+
+
+@pytest.mark.parametrize(
+    ("path", "own"),
+    [
+        ("/user", True),
+        ("/user/repos", True),
+        ("/user/following/{username}", True),
+        ("/me/playlists", True),
+        ("/users/{username}", False),
+        ("/user/{account_id}", False),
+        ("/repos/{owner}/{repo}", False),
+    ],
+)
+def test_own_account_paths(path: str, own: bool) -> None:
+    assert own_account(path) is own
+
+
+@pytest.mark.parametrize(
+    ("request_text", "speaks"),
+    [
+        ("who am I logged in as?", True),
+        ("list my repos", True),
+        ("I\u2019m back", True),
+        ("show the repos of torvalds", False),
+        ("import the timeline", False),
+    ],
+)
+def test_first_person(request_text: str, speaks: bool) -> None:
+    assert first_person(request_text) is speaks
+
+
+def test_the_callers_own_operations_rank_higher_in_the_first_person() -> None:
+    tools = [
+        _op("users_get_authenticated", "GET", "/user", "Get the authenticated user."),
+        _op("users_get_by_username", "GET", "/users/{username}", "Get a user."),
+    ]
+    shapes = OperationShapes(tools, ShapeWeights(verb=0.0, resource=0.0, prior=0.0, own=1.0))
+    assert shapes.signal("who am I logged in as?", {}).tolist() == [1.0, 0.0]
+    assert shapes.signal("who is torvalds?", {}).tolist() == [0.0, 0.0]
+
+
+def test_a_channel_the_request_posts_in_is_not_its_object() -> None:
+    tools = [
+        _op("conversations_create", "POST", "/conversations.create", "Initiates a channel."),
+        _op("chat_post_message", "POST", "/chat.postMessage", "Sends a message."),
+    ]
+    shapes = OperationShapes(tools, ShapeWeights(verb=0.0, resource=1.0, prior=0.0))
+    mined = {"channel": ("conversat",)}  # what the real catalog's summaries teach
+    # "#finance" is a channel, but only where the message goes
+    assert shapes.signal("post it in #finance", mined).tolist() == [0.0, 0.0]
+    # the channel the request acts on stays its object
+    assert shapes.signal("archive #old-stuff", mined).tolist() == [1.0, 0.0]
