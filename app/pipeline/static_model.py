@@ -75,6 +75,11 @@ class StaticModel:
                     cls._shared = cls()
         return cls._shared
 
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """MiniLM's WordPiece tokenizer (the table's vocabulary)."""
+        return self._tokenizer
+
     def ids(self, text: str) -> Ids:
         """Token ids of a text (special and unknown tokens dropped)."""
         raw = np.asarray(self._tokenizer.encode(text[:_MAX_TEXT_CHARS]).ids, dtype=np.int64)
