@@ -8,7 +8,8 @@ first byte, and every other request of the process waits as long (one event loop
 - a request for a tool set above `inline_max` tools whose ranker is not built yet (an agent
   created a moment ago, a process just restarted) starts its build here, or joins the one
   under way, and is ranked meanwhile by `quick_rank`: a word match over the tools' names,
-  routes and descriptions that needs no index (its selection says so in `fallback`);
+  routes and descriptions that needs no index (its selection says so in `fallback`); a
+  meta-tool's `search` over more entries than that does the same (`EntryIndex.matches`);
 - smaller tool sets are built inline as before (milliseconds).
 
 Builds run one at a time in a worker thread of their own and land in the ranker classes'

@@ -4,6 +4,8 @@ and say so; once built, the ranker answers."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import uuid
 
 from app.config import SelectionStrategy
@@ -15,7 +17,7 @@ from app.pipeline.preview import preview_toolset
 from app.pipeline.selection import SelectionResult, rank_scored, select_tools
 from app.pipeline.sources.backends import Backends
 from app.tools.base import SearchHints, ToolDef
-from tests.fixtures.pipeline import make_action, make_agent, make_connector, make_settings
+from tests.fixtures.pipeline import ctx, make_action, make_agent, make_connector, make_settings
 
 VERBS = ("list", "get", "create", "update", "delete", "archive", "restore", "export")
 NOUNS = ("invoice", "customer", "refund", "payout", "coupon", "webhook", "ticket", "report")
@@ -143,3 +145,36 @@ async def test_a_chat_and_its_preview_answer_at_once_with_the_index_unbuilt(
     warm = await assemble_toolset(agent, settings, backends, "refund the customer")
     assert warm.selection is not None
     assert warm.selection.fallback is None
+
+
+async def test_a_first_connector_search_over_a_large_catalog_never_builds_on_the_loop(
+    backends: Backends,
+) -> None:
+    """Progressive mode: the `connector` meta-tool's search over 320 actions (above the
+    limit) starts its index's build in the background and answers by the quick word match;
+    once built, the ranker answers. Built inline, a couple of thousand actions would stop
+    every run of the process for seconds."""
+    actions = [
+        make_action(f"g{t.name[3]}_{t.name.split('__')[1]}", description=t.description)
+        for t in catalog(5, tag=uuid.uuid4().hex[:6])
+    ]
+    connector = make_connector(f"shop{uuid.uuid4().hex[:6]}", actions)
+    agent = make_agent(connectors=[connector], tool_categories=["connector"])
+    settings = make_settings(tool_index_inline_max=300)
+    backends = dataclasses.replace(backends, settings=settings)
+    toolset = await assemble_toolset(agent, settings, backends, "")
+    assert "connector" in toolset.full_tools()
+    search = {"subcommand": "search", "query": "archive the coupon of group 3"}
+    before = index_builds.pending()
+    first = await toolset.call("connector", search, ctx())
+    assert first.ok, first.error
+    assert first.output.startswith("Best ")
+    assert index_builds.pending() == before + 1  # its build is under way, not done inline
+    for _ in range(600):
+        if index_builds.pending() == before:
+            break
+        await asyncio.sleep(0.05)
+    assert index_builds.pending() == before
+    after = await toolset.call("connector", search, ctx())
+    assert after.ok, after.error
+    assert after.output.splitlines()[1].startswith(f"- {connector.name}/g3_archive_coupon")

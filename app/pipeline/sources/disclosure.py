@@ -101,9 +101,14 @@ class EntryIndex:
             return list(range(len(self.entries) if k is None else min(k, len(self.entries))))
         return [self._position[s.name] for s in self._ranker().rank(query, k)]
 
-    def matches(self, query: str, k: int = SEARCH_RESULTS) -> list[Entry]:
-        """The k best entries the ranker finds relevant (empty when nothing matches)."""
-        found = rank_scored(query, self._tools, k, SEARCH_STRATEGY)
+    def matches(
+        self, query: str, k: int = SEARCH_RESULTS, *, inline_max: int | None = None
+    ) -> list[Entry]:
+        """The k best entries the ranker finds relevant (empty when nothing matches). Above
+        `inline_max` entries a ranker not built yet is built in the background and the quick
+        word match answers meanwhile (`rank_scored`): built here, a first search over a
+        couple of thousand actions would stop every run of the process for seconds."""
+        found = rank_scored(query, self._tools, k, SEARCH_STRATEGY, inline_max=inline_max)
         return [self.entries[self._position[s.name]] for s in found]
 
 
@@ -123,9 +128,11 @@ def ranked(query: str, entries: Sequence[Entry], k: int | None = None) -> list[i
     return index_for(entries).ranked(query, k)
 
 
-def search_text(query: str, index: EntryIndex, *, noun: str, hint: str) -> str:
+def search_text(
+    query: str, index: EntryIndex, *, noun: str, hint: str, inline_max: int | None = None
+) -> str:
     """`Best 10 of 2000 … for 'q':` then `- name: description` lines (what search returns)."""
-    found = index.matches(query)
+    found = index.matches(query, inline_max=inline_max)
     if not found:
         return f"Nothing matches {query!r} among {len(index.entries)} {noun}. Try other words."
     head = f"Best {len(found)} of {len(index.entries)} {noun} for {query!r}:"

@@ -45,6 +45,11 @@ def _backends(backends: Backends | None) -> Backends:
     return backends
 
 
+def _inline_max(backends: Backends | None) -> int:
+    """Above this many actions a meta-tool's search index is built off the event loop."""
+    return _backends(backends).settings.tool_index_inline_max
+
+
 def _no_prompt(rows: Rows, progressive: bool, query: str) -> str:
     return ""
 
@@ -99,7 +104,9 @@ CONNECTORS = Source(
     meta_name="connector",
     rows=lambda agent: agent.connectors,
     mode=lambda modes: modes.connector,
-    meta=lambda rows, b, query: connector_meta_toolset(rows, _backends(b).connectors, query),
+    meta=lambda rows, b, query: connector_meta_toolset(
+        rows, _backends(b).connectors, query, _inline_max(b)
+    ),
     legacy=lambda rows, b, names: legacy.connector_tools(rows, _backends(b).connectors, names),
 )
 DATABASES = Source(
@@ -107,7 +114,9 @@ DATABASES = Source(
     meta_name="database",
     rows=lambda agent: agent.databases,
     mode=lambda modes: modes.database,
-    meta=lambda rows, b, query: database_meta_toolset(rows, _backends(b).databases, query),
+    meta=lambda rows, b, query: database_meta_toolset(
+        rows, _backends(b).databases, query, _inline_max(b)
+    ),
     legacy=lambda rows, b, names: legacy.database_tools(rows, _backends(b).databases, names),
 )
 MCP_SERVERS = Source(
@@ -115,7 +124,7 @@ MCP_SERVERS = Source(
     meta_name="mcp",
     rows=lambda agent: agent.mcp_servers,
     mode=lambda modes: modes.mcp,
-    meta=lambda rows, b, query: mcp_meta_toolset(rows, _backends(b).mcp, query),
+    meta=lambda rows, b, query: mcp_meta_toolset(rows, _backends(b).mcp, query, _inline_max(b)),
     legacy=lambda rows, b, names: legacy.mcp_tools_legacy(rows, _backends(b).mcp, names),
 )
 DELEGATES = Source(

@@ -46,8 +46,10 @@ class KindMetaTool(Generic[R]):
     properties: ClassVar[dict[str, Any]]
     """The kind's own arguments, between the source name and `query`."""
 
-    def __init__(self, rows: Sequence[R], query: str = "") -> None:
+    def __init__(self, rows: Sequence[R], query: str = "", inline_max: int | None = None) -> None:
         self.rows = {self.name_of(r): r for r in rows}
+        self._inline_max = inline_max
+        """`QUIVER_TOOL_INDEX_INLINE_MAX`: a larger search index is built off the event loop."""
         self._index: EntryIndex | None = None
         self._sources = [self.source_of(r) for r in rows]
         catalog = kind_catalog(query, self._sources, noun=self.catalog_noun)
@@ -96,7 +98,13 @@ class KindMetaTool(Generic[R]):
         if self._index is None:
             items = [e for row in self.rows.values() for e in self.entries_of(row)]
             self._index = index_for(kind_entries(self._sources, items))
-        text = search_text(query, self._index, noun=self.search_noun, hint=self.search_hint)
+        text = search_text(
+            query,
+            self._index,
+            noun=self.search_noun,
+            hint=self.search_hint,
+            inline_max=self._inline_max,
+        )
         return ToolResult.success(text, step=f"{self.name}:search")
 
     async def __call__(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:

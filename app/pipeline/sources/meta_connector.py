@@ -106,9 +106,13 @@ class ConnectorMetaTool(KindMetaTool[Connector]):
     }
 
     def __init__(
-        self, connectors: Sequence[Connector], backend: ConnectorBackend, query: str = ""
+        self,
+        connectors: Sequence[Connector],
+        backend: ConnectorBackend,
+        query: str = "",
+        inline_max: int | None = None,
     ) -> None:
-        super().__init__(connectors, query)
+        super().__init__(connectors, query, inline_max)
         self._backend = backend
 
     def name_of(self, row: Connector) -> str:
@@ -172,8 +176,11 @@ class ConnectorMetaTool(KindMetaTool[Connector]):
 
 
 def connector_meta_toolset(
-    connectors: Sequence[Connector], backend: ConnectorBackend, query: str = ""
+    connectors: Sequence[Connector],
+    backend: ConnectorBackend,
+    query: str = "",
+    inline_max: int | None = None,
 ) -> FunctionToolset:
     """The connector meta-tool; `query` (the user's message) ranks a capped stub."""
-    tool = ConnectorMetaTool(connectors, backend, query)
+    tool = ConnectorMetaTool(connectors, backend, query, inline_max)
     return FunctionToolset([FunctionTool(tool=tool.tool, handler=tool)], label="connectors")

@@ -133,9 +133,13 @@ class DatabaseMetaTool(KindMetaTool[DatabaseConnector]):
     }
 
     def __init__(
-        self, databases: Sequence[DatabaseConnector], backend: DatabaseBackend, query: str = ""
+        self,
+        databases: Sequence[DatabaseConnector],
+        backend: DatabaseBackend,
+        query: str = "",
+        inline_max: int | None = None,
     ) -> None:
-        super().__init__(databases, query)
+        super().__init__(databases, query, inline_max)
         self._backend = backend
 
     def name_of(self, row: DatabaseConnector) -> str:
@@ -178,8 +182,11 @@ class DatabaseMetaTool(KindMetaTool[DatabaseConnector]):
 
 
 def database_meta_toolset(
-    databases: Sequence[DatabaseConnector], backend: DatabaseBackend, query: str = ""
+    databases: Sequence[DatabaseConnector],
+    backend: DatabaseBackend,
+    query: str = "",
+    inline_max: int | None = None,
 ) -> FunctionToolset:
     """The database meta-tool; `query` (the user's message) ranks a capped stub."""
-    tool = DatabaseMetaTool(databases, backend, query)
+    tool = DatabaseMetaTool(databases, backend, query, inline_max)
     return FunctionToolset([FunctionTool(tool=tool.tool, handler=tool)], label="databases")

@@ -81,8 +81,14 @@ class McpMetaTool(KindMetaTool[McpServer]):
         "arguments": {"type": "object"},
     }
 
-    def __init__(self, servers: Sequence[McpServer], backend: McpBackend, query: str = "") -> None:
-        super().__init__(servers, query)
+    def __init__(
+        self,
+        servers: Sequence[McpServer],
+        backend: McpBackend,
+        query: str = "",
+        inline_max: int | None = None,
+    ) -> None:
+        super().__init__(servers, query, inline_max)
         self._tools: dict[str, dict[str, McpToolInfo]] = {}
         self._backend = backend
 
@@ -156,8 +162,11 @@ class McpMetaTool(KindMetaTool[McpServer]):
 
 
 def mcp_meta_toolset(
-    servers: Sequence[McpServer], backend: McpBackend, query: str = ""
+    servers: Sequence[McpServer],
+    backend: McpBackend,
+    query: str = "",
+    inline_max: int | None = None,
 ) -> FunctionToolset:
     """The MCP meta-tool; `query` (the user's message) ranks a capped stub."""
-    tool = McpMetaTool(servers, backend, query)
+    tool = McpMetaTool(servers, backend, query, inline_max)
     return FunctionToolset([FunctionTool(tool=tool.tool, handler=tool)], label="mcp")
