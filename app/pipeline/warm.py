@@ -5,7 +5,8 @@ routing, embeddings) before runtime selection can answer; built on the first cha
 seconds before the first byte. `IndexWarmer` builds it in the background instead: at start-up
 and whenever stored configuration changes (`app/db/changes.py` moves its version: an OpenAPI
 import or refresh, an agent's links, an MCP server's tool list), it assembles the most recently
-changed agents' tool sets and builds the ranker their selection will ask for, in the worker
+changed agents' tool sets and builds the ranker their selection will ask for (and, for an agent
+in progressive mode, its `connector` meta-tool's search over the actions), in the worker
 thread where a request that finds none starts its build too (`index_builds.py`: one build per
 tool set, whoever asks first). Rankers are cached by the tools' content
 (`CachedRanker.cached`), so a request finds the one built here; the per-text work (tokens,
@@ -31,13 +32,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agents.cache import AgentCache
 from app.agents.repository import AgentRepository
-from app.config import SelectionStrategy, Settings
+from app.config import SelectionStrategy, Settings, ToolMode
 from app.db import changes
 from app.pipeline import index_builds
 from app.pipeline.assemble import assemble_toolset, selection_candidates
 from app.pipeline.ranker import CachedRanker
 from app.pipeline.selection import needs_selection, ranker_class
 from app.pipeline.sources.backends import Backends
+from app.pipeline.sources.disclosure import SEARCH_STRATEGY
+from app.pipeline.sources.meta_connector import connector_search_tools
 from app.tools.base import ToolDef
 
 logger = logging.getLogger(__name__)
@@ -148,9 +151,7 @@ class IndexWarmer:
             ids = await AgentRepository(session).recent_ids(AGENTS)
         due: list[tuple[uuid.UUID, type[CachedRanker], list[ToolDef]]] = []
         for agent_id in ids:
-            found = await self._prepare(agent_id)
-            if found is not None:
-                due.append((agent_id, *found))
+            due += [(agent_id, *found) for found in await self._prepare(agent_id)]
         built = 0
         for agent_id, kind, candidates in due:
             if kind.is_cached(candidates):
@@ -169,23 +170,27 @@ class IndexWarmer:
         self.warmed += built
         return built
 
-    async def _prepare(
-        self, agent_id: uuid.UUID
-    ) -> tuple[type[CachedRanker], list[ToolDef]] | None:
-        """The agent's tool set in memory; the ranker its selection asks for and the tools
-        it ranks, when it needs one."""
+    async def _prepare(self, agent_id: uuid.UUID) -> list[tuple[type[CachedRanker], list[ToolDef]]]:
+        """The agent's tool set in memory; the rankers its requests will ask for and the
+        tools each ranks: its selection's, when it needs one, and in progressive mode the
+        `connector` meta-tool's search over more actions than are built inline."""
         agent = await self._agents.get(agent_id)
         if agent is None:
-            return None
+            return []
         toolset = await assemble_toolset(agent, self._settings, self._backends, "", select=False)
+        due: list[tuple[type[CachedRanker], list[ToolDef]]] = []
+        if toolset.modes.connector is ToolMode.PROGRESSIVE and "connector" in toolset.full_tools():
+            searched = connector_search_tools(agent.connectors)
+            if len(searched) > self._settings.tool_index_inline_max:
+                due.append((ranker_class(SEARCH_STRATEGY), searched))
         config = toolset.config
         total = len(toolset.full.list_tools())
         if not needs_selection(total, config.selection_threshold):
-            return None
+            return due
         candidates = selection_candidates(toolset.full, toolset.pinned)
         await asyncio.to_thread(index_builds.prepare, candidates)
         if config.selection_strategy is SelectionStrategy.LLM:
             strategy = SelectionStrategy.LEXICAL  # what the llm strategy falls back to
         else:
             strategy = config.selection_strategy
-        return ranker_class(strategy), candidates
+        return [*due, (ranker_class(strategy), candidates)]

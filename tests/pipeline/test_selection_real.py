@@ -7,6 +7,7 @@ a score per kept tool, and selection, `request_tools` and `connector search` ran
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import uuid
@@ -21,12 +22,14 @@ from app.agents.models import Agent
 from app.config import SelectionStrategy
 from app.connectors.models import Connector, ConnectorAction
 from app.connectors.openapi import parse_openapi
+from app.pipeline import index_builds
 from app.pipeline.assemble import assemble_toolset, selection_candidates
 from app.pipeline.hybrid import HybridRanker
 from app.pipeline.preview import preview_toolset
 from app.pipeline.selection import rank_scored, select_tools
 from app.pipeline.sources.backends import Backends
 from app.pipeline.sources.legacy import connector_tool_def
+from app.pipeline.sources.meta_connector import connector_search_tools
 from app.pipeline.warm import IndexWarmer
 from app.tools.base import ToolDef
 from app.tools.meta.request_tools import RequestToolsToolset
@@ -242,6 +245,43 @@ async def test_the_warmer_builds_the_ranker_when_sources_change(
     toolset = await assemble_toolset(loaded, make_settings(), backends, "", select=False)
     assert HybridRanker.is_cached(selection_candidates(toolset.full, toolset.pinned))
     assert await warmer.warm() == 0  # nothing changed: nothing to build
+
+
+async def test_the_warmer_builds_a_progressive_agents_connector_search_ahead(
+    backends: Backends, sessionmaker: async_sessionmaker[AsyncSession]
+) -> None:
+    """Progressive mode: the `connector` meta-tool's search over Twilio's 195 operations
+    (above a limit of 100) is built by the warmer, so the first search finds it built."""
+    async with sessionmaker() as session:
+        agent = Agent(
+            id=uuid.uuid4(),
+            name=f"real-{uuid.uuid4().hex[:8]}",
+            description="",
+            instructions="",
+            model_config_json={"connector_tool_mode": "progressive"},
+            tool_categories=["connector"],
+        )
+        agent.connectors = [_connectors()[2]]
+        agent.connectors[0].name = f"twilio-{uuid.uuid4().hex[:6]}"
+        session.add(agent)
+        await session.commit()
+    settings = make_settings(tool_index_inline_max=100)
+    backends = dataclasses.replace(backends, settings=settings)
+    loaded = await AgentCache(sessionmaker).get(agent.id)
+    assert loaded is not None
+    searched = connector_search_tools(loaded.connectors)
+    assert len(searched) > 100
+    assert not HybridRanker.is_cached(searched)
+    warmer = IndexWarmer(sessionmaker, AgentCache(sessionmaker), settings, backends)
+    assert await warmer.warm() == 1
+    assert HybridRanker.is_cached(searched)
+    toolset = await assemble_toolset(loaded, settings, backends, "")
+    query = {"subcommand": "search", "query": "send a text message to a phone"}
+    before = index_builds.pending()
+    result = await toolset.call("connector", query, ctx())
+    assert result.ok, result.error
+    assert index_builds.pending() == before  # answered by the built ranker, nothing started
+    assert "create_message" in result.output.splitlines()[1]
 
 
 def test_a_request_mostly_foreign_to_the_catalog_keeps_at_most_two() -> None:

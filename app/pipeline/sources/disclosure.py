@@ -92,6 +92,11 @@ class EntryIndex:
         self._tools = [entry_tool(e) for e in self.entries]
         self._position = {e.name: i for i, e in enumerate(self.entries)}
 
+    @property
+    def tools(self) -> list[ToolDef]:
+        """The entries as the ranker sees them (`entry_tool`)."""
+        return self._tools
+
     def _ranker(self) -> LexicalRanker | HybridRanker:
         return ranker_class(SEARCH_STRATEGY).cached(self._tools)
 

@@ -12,10 +12,17 @@ from app.connectors.actions import action_step
 from app.connectors.backend import ConnectorBackend
 from app.connectors.models import Connector, ConnectorAction
 from app.connectors.openapi import TAGS
-from app.pipeline.sources.disclosure import Entry, Source, parameter_texts, source
+from app.pipeline.sources.disclosure import (
+    Entry,
+    Source,
+    index_for,
+    kind_entries,
+    parameter_texts,
+    source,
+)
 from app.pipeline.sources.meta_base import KindMetaTool
 from app.pipeline.sources.stubs import connector_key
-from app.tools.base import CallContext, SearchHints, ToolResult
+from app.tools.base import CallContext, SearchHints, ToolDef, ToolResult
 from app.tools.cache import DERIVED
 from app.tools.function import FunctionTool, FunctionToolset, with_step
 from app.tools.render import capped, clip_output, compact_json, model_schema, one_line
@@ -77,6 +84,15 @@ def _action_entries(connector: Connector) -> list[Entry]:
         connector_key(connector, "search"),
         lambda: [_action_entry(connector, a) for a in connector.actions],
     )
+
+
+def connector_search_tools(connectors: Sequence[Connector]) -> list[ToolDef]:
+    """What the `connector` meta-tool's `search` ranks over these connectors, as its ranker
+    sees them: the warmer builds that ranker when sources change (`warm.py`), so an agent's
+    first search finds it built."""
+    sources = [_connector_source(c) for c in connectors]
+    items = [e for c in connectors for e in _action_entries(c)]
+    return index_for(kind_entries(sources, items)).tools
 
 
 def _connector_source(connector: Connector) -> Source:
