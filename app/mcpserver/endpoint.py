@@ -50,7 +50,7 @@ from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.listings import Listings
 from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
-from app.mcpserver.sessions import McpSessions
+from app.mcpserver.sessions import McpSessions, SessionBusy
 from app.mcpserver.state import Caller, McpSession, parse_session_id
 from app.mcpserver.transport import AnswerFirstTransport
 from app.runtime import Runtime
@@ -343,9 +343,13 @@ class McpEndpoint:
                 agent = await AgentRepository(session).get_by(name=name)
             admitted = True
             if agent is not None and session_id is not None and self.sessions is not None:
-                admitted = await self.sessions.admit(
-                    session, session_id, agent_id=agent.id, key_id=principal.key_id
-                )
+                try:
+                    admitted = await self.sessions.admit(
+                        session, session_id, agent_id=agent.id, key_id=principal.key_id
+                    )
+                except SessionBusy as exc:  # another worker holds it: try again
+                    refused = wire.json_error(503, exc.kind, exc.message, exc.headers())
+                    return refused, None
         if agent is None or not principal.may_use(agent.id):
             return wire.json_error(404, "NotFound", f"agent {name!r} not found"), None
         version = request.headers.get("mcp-protocol-version")
