@@ -79,8 +79,12 @@ class McpSessions:
         """By run: one state of a session is made at a time."""
         self._letting_go: dict[uuid.UUID, asyncio.Event] = {}
         """Sessions another worker asked for, until this one released them."""
-        self._asked: dict[uuid.UUID, int] = {}
-        """How often another worker asked for each session (a state made meanwhile is void)."""
+        self._serving: dict[uuid.UUID, int] = {}
+        """By run: the requests admitted here that are not over (`admit`, `leave`)."""
+        self._idle: dict[uuid.UUID, asyncio.Event] = {}
+        """Set when the last request admitted here for that run is over."""
+        self._releasing: set[uuid.UUID] = set()
+        """Sessions being let go of now: no request admitted here is left on them."""
         self._taken_from: dict[str, uuid.UUID | None] = {}
         """Sessions this worker took over, by the worker that served them before."""
         self.handing_over = False
@@ -102,7 +106,8 @@ class McpSessions:
     async def admit(
         self, db: AsyncSession, session_id: str, *, agent_id: uuid.UUID, key_id: uuid.UUID
     ) -> bool:
-        """May this request continue the session?
+        """May this request continue the session? If so, the request is counted as served
+        here until `leave` (the session is not let go of under it).
 
         The session's run must be open, of this agent and this key, and held by this worker.
         Within the lease it took (Postgres) a held session is served without reading its run
@@ -112,10 +117,41 @@ class McpSessions:
         parsed = parse_session_id(session_id)
         if parsed is None:
             return False
+        run_id = parsed[0]
+        while (letting_go := self._letting_go.get(run_id)) is not None:
+            held = self.sessions.get(session_id)
+            if run_id not in self._releasing and held is not None and held.lock.locked():
+                break  # a call in flight here keeps the session; it may wait for this request
+            await letting_go.wait()  # the requests admitted before go first, then the release
         held = self.sessions.get(session_id)
         if held is not None and not held.released and time.monotonic() < held.checked_until:
-            return held.belongs_to(agent_id, key_id)
-        return await self.acquire(db, session_id, parsed[0], agent_id=agent_id, key_id=key_id)
+            if not held.belongs_to(agent_id, key_id):
+                return False
+            self._enter(run_id)
+            return True
+        self._enter(run_id)  # no release while the lease is being taken
+        try:
+            admitted = await self.acquire(db, session_id, run_id, agent_id=agent_id, key_id=key_id)
+        except BaseException:
+            self.leave(run_id)
+            raise
+        if not admitted:
+            self.leave(run_id)
+        return admitted
+
+    def _enter(self, run_id: uuid.UUID) -> None:
+        self._serving[run_id] = self._serving.get(run_id, 0) + 1
+
+    def leave(self, run_id: uuid.UUID) -> None:
+        """A request `admit` let in is over."""
+        left = self._serving.get(run_id, 0) - 1
+        if left > 0:
+            self._serving[run_id] = left
+            return
+        self._serving.pop(run_id, None)
+        idle = self._idle.pop(run_id, None)
+        if idle is not None:
+            idle.set()
 
     async def acquire(
         self,
@@ -126,10 +162,13 @@ class McpSessions:
         agent_id: uuid.UUID,
         key_id: uuid.UUID,
     ) -> bool:
-        """Take (or renew) the session's lease; while another worker holds it, ask that one to
-        let go and wait for it (or for its lease to run out: its worker died) for at most one
-        lease and a second, then 503."""
+        """Take (or renew) the session's lease; while another worker holds it, ask that one
+        once to let go and wait for it (or for its lease to run out: its worker died) for at
+        most one lease and a second, then 503. A holder is asked once: it lets go once the
+        requests it admitted are done, and asking again would only make it let go again
+        of a session it took back meanwhile."""
         deadline = time.monotonic() + self.lease_s + 1.0
+        asked: set[uuid.UUID | None] = set()
         while True:
             sent = time.monotonic()
             waiter = self.runs.hub.waiter(run_id)  # before asking: the answer may come at once
@@ -144,7 +183,9 @@ class McpSessions:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SessionBusy()
-                await self.store.ask_release(run_id)
+                if admitted.previous not in asked:
+                    asked.add(admitted.previous)
+                    await self.store.ask_release(run_id, admitted.previous)
                 # Woken by the release; polled in case a notification is missed.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waiter.wait(), min(left, admitted.left_s, 0.5) + 0.01)
@@ -187,7 +228,11 @@ class McpSessions:
     # --- opening and resuming -----------------------------------------------------------
 
     async def open(self, session_id: str, caller: Caller) -> McpSession:
-        """The session's state: the one this worker holds, or rebuilt from the journal."""
+        """The session's state: the one this worker holds, or rebuilt from the journal.
+
+        The request asking was admitted here (`admit`): the session is not let go of before
+        it is over. A call that found its state let go of meanwhile (its request ended
+        before the call started) takes the lease again first."""
         parsed = parse_session_id(session_id)
         if parsed is None:
             raise LookupError(session_id)
@@ -198,21 +243,20 @@ class McpSessions:
                 if existing is not None and not existing.released:
                     return existing
                 letting_go = self._letting_go.get(run_id)
-                if letting_go is not None:  # its calls here end first, then the release
-                    await letting_go.wait()
+                if letting_go is not None and run_id in self._releasing:
+                    await letting_go.wait()  # a call whose request is over: held again after
                     continue
-                # Held again first: this worker may have let go since the request came in.
-                asked = self._asked.get(run_id, 0)
                 sent = time.monotonic()
                 agent_id, key_id = caller.agent.id, caller.principal.key_id
-                if not await self.acquire(
-                    None, session_id, run_id, agent_id=agent_id, key_id=key_id
-                ):
-                    raise LookupError(session_id)  # ended meanwhile
-                state = await self.resume(session_id, caller)
-                if self._asked.get(run_id, 0) != asked:  # asked to let go meanwhile
-                    await self._release(state)
-                    continue
+                self._enter(run_id)
+                try:
+                    if not await self.acquire(
+                        None, session_id, run_id, agent_id=agent_id, key_id=key_id
+                    ):
+                        raise LookupError(session_id)  # ended meanwhile
+                    state = await self.resume(session_id, caller)
+                finally:
+                    self.leave(run_id)
                 state.checked_until = sent + self._check_every_s
                 self.sessions[session_id] = state
                 return state
@@ -341,7 +385,6 @@ class McpSessions:
         parsed = parse_session_id(session_id)
         if parsed is not None:
             self._opening.pop(parsed[0], None)
-            self._asked.pop(parsed[0], None)
         if state is not None:
             async with state.lock:  # the events of a call in flight come first
                 await self._finish(state.run_id)
@@ -359,7 +402,6 @@ class McpSessions:
         parsed = parse_session_id(session_id)
         if parsed is not None:
             self._opening.pop(parsed[0], None)
-            self._asked.pop(parsed[0], None)
         try:
             if parsed is not None and not self.handing_over:
                 worker = await self.store.serving_worker(parsed[0])
@@ -396,32 +438,35 @@ class McpSessions:
 
     # --- leases ------------------------------------------------------------------------
 
-    def _on_release(self, run_id: uuid.UUID) -> None:
-        """Another worker asks for the session of this run (`RunHub.on_release`): requests
-        here stop skipping admission at once; the lease goes once the calls are done. A
-        state being made here meanwhile is not kept (`open` sees `_asked` change)."""
-        self._asked[run_id] = self._asked.get(run_id, 0) + 1
-        for state in self.sessions.values():
-            if state.run_id == run_id:
-                state.released = True
-        if run_id not in self._letting_go:
-            self._letting_go[run_id] = asyncio.Event()
-            self._later(self._let_go(run_id))
+    def _on_release(self, run_id: uuid.UUID, holder: uuid.UUID) -> None:
+        """Another worker asks this one for the session of this run (`RunHub.on_release`):
+        requests that come now wait (`admit`), those admitted before are served, then the
+        lease goes (`_let_go`)."""
+        if holder != self.runs.worker_id or run_id in self._letting_go:
+            return
+        self._letting_go[run_id] = asyncio.Event()
+        self._later(self._let_go(run_id))
 
     async def _let_go(self, run_id: uuid.UUID) -> None:
-        """Release the session once its calls in flight here are done; no state of it is made
-        here until then (`open` waits for `_letting_go`)."""
-        held = [s for s in self.sessions.values() if s.run_id == run_id]
+        """Release the session once the requests admitted here are over and its calls in
+        flight are done; no request is admitted here meanwhile (`admit` waits)."""
+        held: list[McpSession] = []
         try:
+            if self._serving.get(run_id):
+                idle = self._idle.setdefault(run_id, asyncio.Event())
+                await idle.wait()
+            self._releasing.add(run_id)
+            held = [s for s in self.sessions.values() if s.run_id == run_id]
             for state in held:
                 state.released = True
-                async with state.lock:  # the calls in flight end first
+                async with state.lock:  # a call whose request ended goes on: it ends first
                     if self.sessions.get(state.session_id) is state:
                         del self.sessions[state.session_id]
             await self.store.release(run_id)
         except Exception:
             logger.exception("could not release the MCP session of run %s", run_id)
         finally:
+            self._releasing.discard(run_id)
             done = self._letting_go.pop(run_id, None)
             if done is not None:
                 done.set()
@@ -440,10 +485,11 @@ class McpSessions:
         while True:
             await asyncio.sleep(self.lease_s / 4)
             # Asked to let go or not: a call in flight keeps its session until it is done.
-            busy = [s.run_id for s in self.sessions.values() if s.lock.locked()]
+            busy = {s.run_id for s in self.sessions.values() if s.lock.locked()}
+            busy.update(self._serving)
             if busy:
                 try:
-                    await self.store.renew(busy)
+                    await self.store.renew(list(busy))
                 except Exception:
                     logger.exception("could not renew the leases of MCP sessions")
 

@@ -228,11 +228,11 @@ class SessionStore:
             )
         return Admitted(previous=row.worker_id, moved=moved)
 
-    async def ask_release(self, run_id: uuid.UUID) -> None:
+    async def ask_release(self, run_id: uuid.UUID, holder: uuid.UUID | None) -> None:
         """Ask the worker holding the session to let go of it (`RunHub.on_release`)."""
         store = self.runs.store
-        if isinstance(store, PostgresRunStore):
-            await store.fetchrow(_ASK_RELEASE, CHANNEL, f"{RELEASE_PREFIX}{run_id}")
+        if isinstance(store, PostgresRunStore) and holder is not None:
+            await store.fetchrow(_ASK_RELEASE, CHANNEL, f"{RELEASE_PREFIX}{run_id}:{holder}")
 
     async def release(self, run_id: uuid.UUID) -> None:
         """This worker lets go of the session: another one may take it at once."""
