@@ -22,6 +22,7 @@ import asyncpg
 import httpx
 import pytest
 
+from app.chat.hub import CHANNEL, RELEASE_PREFIX
 from app.chat.pgwrite import asyncpg_dsn
 from app.config import Settings
 from app.main import create_app
@@ -159,9 +160,20 @@ async def test_a_worker_does_not_serve_a_session_past_its_lease(
             stalled,
         )
         assert taken == "UPDATE 1"
+        asks: list[str] = []
+
+        def heard(_conn: object, _pid: int, _channel: str, payload: str) -> None:
+            if payload.startswith(RELEASE_PREFIX):
+                asks.append(payload)
+
+        await pg.add_listener(CHANNEL, heard)
         started = time.monotonic()
         refused = await session.call(one)
         waited = time.monotonic() - started
+        await pg.execute("SELECT 1")  # the notifications sent before are delivered
+        await pg.remove_listener(CHANNEL, heard)
+        # The holder was asked once, by name, though the waiter read the run four times.
+        assert asks == [f"{RELEASE_PREFIX}{session.run_id}:{stalled}"]
         # Worker 1 read the run again, asked for the session, waited a lease and gave up.
         assert refused.status_code == 503, refused.text
         assert refused.headers["retry-after"] == "1"
