@@ -48,10 +48,11 @@ from app.db.session import request_session
 from app.errors import QuiverError
 from app.mcpserver import wire
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
+from app.mcpserver.holds import SessionBusy
 from app.mcpserver.listings import Listings
 from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
-from app.mcpserver.sessions import McpSessions, SessionBusy
+from app.mcpserver.sessions import McpSessions
 from app.mcpserver.state import Caller, McpSession, parse_session_id
 from app.mcpserver.transport import AnswerFirstTransport
 from app.runtime import Runtime

@@ -9,7 +9,10 @@ Any worker can serve any session: what a session needs lives in the journal or c
 request. The session id names the run (`state.py`); the run row holds the agent and the key;
 the `tools_loaded` events hold what `request_tools` loaded. A worker that gets a request for a
 session it does not hold, or one another worker served since, rebuilds the session from the
-journal and records itself on the run (`worker_id`). Only the worker that served a session
+journal and records itself on the run (`worker_id`). On Postgres one worker at a time holds a
+session, under a lease in its run row: it serves the session without reading the run
+meanwhile, and lets go when another worker asks, once the requests it admitted are over
+(`holds.py`). Only the worker that served a session
 last ends it when it goes idle; a session whose worker is gone ends once it has been idle that
 long (see `McpSessions.sweep`). Shutting a worker down hands its sessions over instead of
 ending them. A call a dead worker left in flight gets an error result when the session is
@@ -35,10 +38,10 @@ from app.chat.models import Run
 from app.chat.runner import RunManager
 from app.chat.tool_phase import ToolPhase
 from app.db.base import utcnow
-from app.errors import Unavailable
 from app.events import RunStarted
 from app.mcpserver.approval import NO_ELICITATION
 from app.mcpserver.calls import SessionReleased, run_call
+from app.mcpserver.holds import Holds, SessionBusy
 from app.mcpserver.state import (
     RUN_KIND,
     Caller,
@@ -54,18 +57,6 @@ from app.pipeline.toolset import AssembledToolset
 from app.tools.base import CallContext
 
 logger = logging.getLogger("quiver.mcp_server")
-BUSY_RETRY_S = 1
-
-
-class SessionBusy(Unavailable):
-    """Another worker holds the session and did not let go of it in time (a call in flight
-    there, or the request to let go was not heard): the client tries again."""
-
-    def __init__(self) -> None:
-        super().__init__("another worker is serving this MCP session; try again")
-
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": str(BUSY_RETRY_S)}
 
 
 class McpSessions:
@@ -77,14 +68,7 @@ class McpSessions:
         self.sessions: dict[str, McpSession] = {}
         self._opening: dict[uuid.UUID, asyncio.Lock] = {}
         """By run: one state of a session is made at a time."""
-        self._letting_go: dict[uuid.UUID, asyncio.Event] = {}
-        """Sessions another worker asked for, until this one released them."""
-        self._serving: dict[uuid.UUID, int] = {}
-        """By run: the requests admitted here that are not over (`admit`, `leave`)."""
-        self._idle: dict[uuid.UUID, asyncio.Event] = {}
-        """Set when the last request admitted here for that run is over."""
-        self._releasing: set[uuid.UUID] = set()
-        """Sessions being let go of now: no request admitted here is left on them."""
+        self.holds = Holds()
         self._taken_from: dict[str, uuid.UUID | None] = {}
         """Sessions this worker took over, by the worker that served them before."""
         self.handing_over = False
@@ -118,18 +102,18 @@ class McpSessions:
         if parsed is None:
             return False
         run_id = parsed[0]
-        while (letting_go := self._letting_go.get(run_id)) is not None:
+        while (letting_go := self.holds.letting_go(run_id)) is not None:
             held = self.sessions.get(session_id)
-            if run_id not in self._releasing and held is not None and held.lock.locked():
+            if not self.holds.releasing(run_id) and held is not None and held.lock.locked():
                 break  # a call in flight here keeps the session; it may wait for this request
             await letting_go.wait()  # the requests admitted before go first, then the release
         held = self.sessions.get(session_id)
         if held is not None and not held.released and time.monotonic() < held.checked_until:
             if not held.belongs_to(agent_id, key_id):
                 return False
-            self._enter(run_id)
+            self.holds.enter(run_id)
             return True
-        self._enter(run_id)  # no release while the lease is being taken
+        self.holds.enter(run_id)  # no release while the lease is being taken
         try:
             admitted = await self.acquire(db, session_id, run_id, agent_id=agent_id, key_id=key_id)
         except BaseException:
@@ -139,19 +123,9 @@ class McpSessions:
             self.leave(run_id)
         return admitted
 
-    def _enter(self, run_id: uuid.UUID) -> None:
-        self._serving[run_id] = self._serving.get(run_id, 0) + 1
-
     def leave(self, run_id: uuid.UUID) -> None:
         """A request `admit` let in is over."""
-        left = self._serving.get(run_id, 0) - 1
-        if left > 0:
-            self._serving[run_id] = left
-            return
-        self._serving.pop(run_id, None)
-        idle = self._idle.pop(run_id, None)
-        if idle is not None:
-            idle.set()
+        self.holds.leave(run_id)
 
     async def acquire(
         self,
@@ -242,13 +216,13 @@ class McpSessions:
                 existing = self.sessions.get(session_id)
                 if existing is not None and not existing.released:
                     return existing
-                letting_go = self._letting_go.get(run_id)
-                if letting_go is not None and run_id in self._releasing:
+                letting_go = self.holds.letting_go(run_id)
+                if letting_go is not None and self.holds.releasing(run_id):
                     await letting_go.wait()  # a call whose request is over: held again after
                     continue
                 sent = time.monotonic()
                 agent_id, key_id = caller.agent.id, caller.principal.key_id
-                self._enter(run_id)
+                self.holds.enter(run_id)
                 try:
                     if not await self.acquire(
                         None, session_id, run_id, agent_id=agent_id, key_id=key_id
@@ -442,20 +416,15 @@ class McpSessions:
         """Another worker asks this one for the session of this run (`RunHub.on_release`):
         requests that come now wait (`admit`), those admitted before are served, then the
         lease goes (`_let_go`)."""
-        if holder != self.runs.worker_id or run_id in self._letting_go:
-            return
-        self._letting_go[run_id] = asyncio.Event()
-        self._later(self._let_go(run_id))
+        if holder == self.runs.worker_id and self.holds.ask(run_id):
+            self._later(self._let_go(run_id))
 
     async def _let_go(self, run_id: uuid.UUID) -> None:
         """Release the session once the requests admitted here are over and its calls in
         flight are done; no request is admitted here meanwhile (`admit` waits)."""
         held: list[McpSession] = []
         try:
-            if self._serving.get(run_id):
-                idle = self._idle.setdefault(run_id, asyncio.Event())
-                await idle.wait()
-            self._releasing.add(run_id)
+            await self.holds.until_idle(run_id)
             held = [s for s in self.sessions.values() if s.run_id == run_id]
             for state in held:
                 state.released = True
@@ -466,10 +435,7 @@ class McpSessions:
         except Exception:
             logger.exception("could not release the MCP session of run %s", run_id)
         finally:
-            self._releasing.discard(run_id)
-            done = self._letting_go.pop(run_id, None)
-            if done is not None:
-                done.set()
+            self.holds.released(run_id)
         for state in held:
             await self._release(state)
 
@@ -486,7 +452,7 @@ class McpSessions:
             await asyncio.sleep(self.lease_s / 4)
             # Asked to let go or not: a call in flight keeps its session until it is done.
             busy = {s.run_id for s in self.sessions.values() if s.lock.locked()}
-            busy.update(self._serving)
+            busy.update(self.holds.serving)
             if busy:
                 try:
                     await self.store.renew(list(busy))
