@@ -100,9 +100,14 @@ class _SessionManager(StreamableHTTPSessionManager):
         # The app's own body limit (`RequestGuard`, 413 with the usual body) is the only one.
         super().__init__(server, session_idle_timeout=idle_s, max_request_body_size=max_body + 1)
         self.quiver_sessions = sessions
+        self._resuming: dict[str, asyncio.Event] = {}
+        """Transports being resumed, set once connected (a request for one waits)."""
 
     def holds(self, session_id: str) -> bool:
         return session_id in self._server_instances
+
+    def connecting(self, session_id: str) -> bool:
+        return session_id in self._resuming
 
     def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
         """The SDK's, with this endpoint's transport under the id of the session's run."""
@@ -125,17 +130,24 @@ class _SessionManager(StreamableHTTPSessionManager):
     async def resume(self, session_id: str, protocol_version: str | None, elicits: bool) -> None:
         """Serve a session opened by another process (or before a restart) from now on: a
         transport under its id whose connection starts out initialized, with the client's
-        capabilities as the session id carries them."""
+        capabilities as the session id carries them. A request that comes while another one's
+        transport is still connecting waits for it (it would find no stream to write to)."""
         async with self._session_creation_lock:
-            if session_id in self._server_instances:
-                return
-            transport = AnswerFirstTransport(
-                mcp_session_id=session_id,
-                is_json_response_enabled=self.json_response,
-                security_settings=self.security_settings,
-                idle_timeout=self.session_idle_timeout,
-            )
-            self._server_instances[session_id] = transport
+            connecting = self._resuming.get(session_id)
+            held = session_id in self._server_instances
+            if not held:
+                transport = AnswerFirstTransport(
+                    mcp_session_id=session_id,
+                    is_json_response_enabled=self.json_response,
+                    security_settings=self.security_settings,
+                    idle_timeout=self.session_idle_timeout,
+                )
+                self._server_instances[session_id] = transport
+                self._resuming[session_id] = asyncio.Event()
+        if held:
+            if connecting is not None:
+                await connecting.wait()
+            return
         version = protocol_version or DEFAULT_NEGOTIATED_VERSION
         capabilities = types.ClientCapabilities(
             elicitation=types.ElicitationCapability() if elicits else None
@@ -171,7 +183,10 @@ class _SessionManager(StreamableHTTPSessionManager):
                     await self._discard_session(session_id, transport)
 
         task_group: Any = self._task_group  # set while the manager runs
-        await task_group.start(run_server)
+        try:
+            await task_group.start(run_server)
+        finally:
+            self._resuming.pop(session_id).set()
 
     async def _discard_session(
         self, session_id: str, transport: StreamableHTTPServerTransport
@@ -282,7 +297,7 @@ class McpEndpoint:
                     return
                 await manager.handle_request(scope, receive, send)
                 return
-            if not manager.holds(session_id):
+            if not manager.holds(session_id) or manager.connecting(session_id):
                 parsed = parse_session_id(session_id)
                 assert parsed is not None  # admitted
                 version = headers.get("mcp-protocol-version")
@@ -372,8 +387,8 @@ class McpEndpoint:
                     return wire.json_error(404, "NotFound", "MCP session not found"), None, None
                 entered = uuid.UUID(hex=session_id[:32])
         except BaseException:
-            if entered is not None:
-                self.sessions.leave(entered)  # type: ignore[union-attr]
+            if entered is not None and self.sessions is not None:
+                self.sessions.leave(entered)
             raise
         return None, found, entered
 
