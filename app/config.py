@@ -118,6 +118,11 @@ class Settings(BaseSettings):
     mcp_session_idle_s: float = Field(1800.0, gt=0)
     """An MCP session at `/mcp/agents/{name}` with no request for this long ends (its run
     finishes)."""
+    mcp_session_lease_s: float = Field(10.0, ge=1, le=600)
+    """How long a worker's hold on an MCP session lasts once taken or renewed (Postgres, every
+    worker): within it the worker serves the session's requests without reading who owns it,
+    and another worker waits for it to be released (asked through the database) or to run out
+    (its holder died). See docs/mcp-endpoint.md."""
     mcp_sessions_per_key: int = Field(32, ge=1, le=100_000)
     """Open MCP endpoint sessions one API key may hold (across workers); opening one more
     answers 429 until one ends (DELETE) or goes idle."""

@@ -33,6 +33,10 @@ from app.db import changes
 
 CHANNEL = "quiver_runs"
 CANCEL_PREFIX = "cancel:"
+RELEASE_PREFIX = "release:"
+"""Payload `release:<run_id>:<worker_id>`: another worker wants the MCP session that run is;
+the worker named, which holds it, lets go once the requests it admitted are done
+(`app/mcpserver/sessions.py`)."""
 CONFIG = "config"
 """Payload: stored configuration changed (cached agents and API keys are stale)."""
 logger = logging.getLogger("quiver.hub")
@@ -54,6 +58,7 @@ class RunHub:
         self._waiters: dict[uuid.UUID, set[asyncio.Event]] = defaultdict(set)
         self._listener: asyncpg.Connection | None = None
         self.on_cancel: Callable[[uuid.UUID], None] | None = None
+        self.on_release: Callable[[uuid.UUID, uuid.UUID], None] | None = None
 
     async def announce(self, session: AsyncSession, run_id: uuid.UUID) -> None:
         """Tell other workers' followers that the run has new journal rows (on commit)."""
@@ -89,6 +94,11 @@ class RunHub:
             if payload.startswith(CANCEL_PREFIX):
                 if self.on_cancel is not None:
                     self.on_cancel(uuid.UUID(payload.removeprefix(CANCEL_PREFIX)))
+                return
+            if payload.startswith(RELEASE_PREFIX):
+                run_id, _, holder = payload.removeprefix(RELEASE_PREFIX).partition(":")
+                if self.on_release is not None:
+                    self.on_release(uuid.UUID(run_id), uuid.UUID(holder))
                 return
             self.wake(uuid.UUID(payload))
         except ValueError:

@@ -91,6 +91,9 @@ class Run(IdMixin, TimestampMixin, Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     worker_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
     """The gateway process executing the run (see `Worker`)."""
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    """An MCP session's run: until when `worker_id` holds the session (the database's clock);
+    null once released. See `app/mcpserver/store.py`."""
     parent_run_id: Mapped[uuid.UUID | None] = mapped_column(
         Uuid, ForeignKey("runs.id", ondelete="CASCADE"), index=True, default=None
     )

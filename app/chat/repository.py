@@ -5,15 +5,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, exists, func, insert, literal, select, text, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.models import Agent
 from app.audit.models import ToolCall
 from app.chat.models import Conversation, Message, Run, RunEventRecord, Worker
+from app.db import storable
 from app.db.base import Base, utcnow
 from app.kit.repository import RepositoryBase
 
@@ -255,10 +257,76 @@ class JournalRepository:
 def store_batch(conn: Connection, rows: list[dict[str, Any]], audit: list[dict[str, Any]]) -> None:
     """A journal batch on a plain (sync) connection: the events as `JournalRepository.insert`
     stores them and the audit rows that go with them (`tool_call_values`), in the caller's
-    transaction (the SQLite journal writer's, `app/chat/sqlitewrite.py`)."""
+    transaction."""
     conn.execute(insert(_table(RunEventRecord)), rows)
     if audit:
         conn.execute(insert(_table(ToolCall)), audit)
+
+
+class RawBatch:
+    """`store_batch` on a DBAPI connection of the SQLite store (the journal writer's,
+    `app/chat/sqlitewrite.py`): the same INSERTs, compiled once by the engine's dialect, each
+    value through its column type's own bind processor (UTC times, JSON without NUL, UUIDs)
+    and the engine's NUL-free parameters (`storable.params`), with no statement, cache-key or
+    event machinery per batch. The caller commits. `tests/storage/test_tool_audit_sink.py`
+    checks that both store the same rows."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        events = ("run_id", "seq", "kind", "data", "created_at")
+        self._events = _RawInsert(_table(RunEventRecord), dialect, events)
+        audit = tuple(c.key for c in _table(ToolCall).columns)
+        self._audit = _RawInsert(_table(ToolCall), dialect, audit)
+
+    def store(self, dbapi: Any, rows: list[dict[str, Any]], audit: list[dict[str, Any]]) -> None:
+        cursor = dbapi.cursor()
+        try:
+            self._events.run(cursor, rows)
+            if audit:
+                self._audit.run(cursor, audit)
+        finally:
+            cursor.close()
+
+
+class _RawInsert:
+    def __init__(self, table: Table, dialect: Dialect, keys: Sequence[str]) -> None:
+        compiled = insert(table).compile(dialect=dialect, column_keys=list(keys))
+        self.sql = str(compiled)
+        order = list(compiled.positiontup or ())
+        columns = {c.key: c for c in table.columns}
+        self.keys = order
+        self.processors = [
+            columns[k].type.dialect_impl(dialect).bind_processor(dialect) for k in order
+        ]
+        self.defaults: dict[str, Any] = {}
+        """Python-side defaults of columns a row may leave out (`created_at`): callables."""
+        for key in order:
+            default: Any = columns[key].default
+            if default is not None and default.is_callable:
+                self.defaults[key] = default.arg
+            elif default is not None and default.is_scalar:
+                self.defaults[key] = partial(_same, default.arg)
+
+    def run(self, cursor: Any, rows: list[dict[str, Any]]) -> None:
+        params = []
+        for row in rows:
+            values = []
+            for key, process in zip(self.keys, self.processors, strict=True):
+                if key in row:
+                    value = row[key]
+                elif key in self.defaults:
+                    value = self.defaults[key](None)  # SQLAlchemy's (context) signature
+                else:
+                    value = None
+                values.append(value if process is None else process(value))
+            params.append(tuple(values))
+        # Processed values are scalars: one flat scan for NUL (`storable.params` when found).
+        if any(type(v) is str and "\x00" in v for row in params for v in row):
+            params = storable.params(params)
+        cursor.executemany(self.sql, params)
+
+
+def _same(value: Any, _context: Any) -> Any:
+    return value
 
 
 class ChannelRepository:

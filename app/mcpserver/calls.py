@@ -23,6 +23,10 @@ CALL_HELD_S = 0.05
 """A `tool_call` event waits this long for its result, to be journaled with it in one write."""
 
 
+class SessionReleased(Exception):
+    """This worker let go of the session while the call waited for the one before it."""
+
+
 async def run_call(
     state: McpSession,
     name: str,
@@ -35,6 +39,8 @@ async def run_call(
     asks `gate` (the client's elicitation), or fails without it. Audit rows ride the call's
     journal write; `audit_sink` takes those that cannot."""
     async with state.lock:
+        if state.released:
+            raise SessionReleased(state.session_id)
         state.phase.gate = gate
         state.calls += 1
         call = ToolCallRequest(id=f"mcp_{state.calls}", name=name, arguments=json.dumps(arguments))

@@ -37,6 +37,7 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 from mcp_types import DEFAULT_NEGOTIATED_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -47,6 +48,7 @@ from app.db.session import request_session
 from app.errors import QuiverError
 from app.mcpserver import wire
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
+from app.mcpserver.holds import SessionBusy
 from app.mcpserver.listings import Listings
 from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
@@ -98,9 +100,14 @@ class _SessionManager(StreamableHTTPSessionManager):
         # The app's own body limit (`RequestGuard`, 413 with the usual body) is the only one.
         super().__init__(server, session_idle_timeout=idle_s, max_request_body_size=max_body + 1)
         self.quiver_sessions = sessions
+        self._resuming: dict[str, asyncio.Event] = {}
+        """Transports being resumed, set once connected (a request for one waits)."""
 
     def holds(self, session_id: str) -> bool:
         return session_id in self._server_instances
+
+    def connecting(self, session_id: str) -> bool:
+        return session_id in self._resuming
 
     def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
         """The SDK's, with this endpoint's transport under the id of the session's run."""
@@ -123,17 +130,24 @@ class _SessionManager(StreamableHTTPSessionManager):
     async def resume(self, session_id: str, protocol_version: str | None, elicits: bool) -> None:
         """Serve a session opened by another process (or before a restart) from now on: a
         transport under its id whose connection starts out initialized, with the client's
-        capabilities as the session id carries them."""
+        capabilities as the session id carries them. A request that comes while another one's
+        transport is still connecting waits for it (it would find no stream to write to)."""
         async with self._session_creation_lock:
-            if session_id in self._server_instances:
-                return
-            transport = AnswerFirstTransport(
-                mcp_session_id=session_id,
-                is_json_response_enabled=self.json_response,
-                security_settings=self.security_settings,
-                idle_timeout=self.session_idle_timeout,
-            )
-            self._server_instances[session_id] = transport
+            connecting = self._resuming.get(session_id)
+            held = session_id in self._server_instances
+            if not held:
+                transport = AnswerFirstTransport(
+                    mcp_session_id=session_id,
+                    is_json_response_enabled=self.json_response,
+                    security_settings=self.security_settings,
+                    idle_timeout=self.session_idle_timeout,
+                )
+                self._server_instances[session_id] = transport
+                self._resuming[session_id] = asyncio.Event()
+        if held:
+            if connecting is not None:
+                await connecting.wait()
+            return
         version = protocol_version or DEFAULT_NEGOTIATED_VERSION
         capabilities = types.ClientCapabilities(
             elicitation=types.ElicitationCapability() if elicits else None
@@ -169,7 +183,10 @@ class _SessionManager(StreamableHTTPSessionManager):
                     await self._discard_session(session_id, transport)
 
         task_group: Any = self._task_group  # set while the manager runs
-        await task_group.start(run_server)
+        try:
+            await task_group.start(run_server)
+        finally:
+            self._resuming.pop(session_id).set()
 
     async def _discard_session(
         self, session_id: str, transport: StreamableHTTPServerTransport
@@ -245,11 +262,27 @@ class McpEndpoint:
             unavailable = wire.json_error(503, "Unavailable", "the MCP endpoint is not running")
             await unavailable(scope, receive, send)
             return
-        response, caller = await self._admit(scope)
+        response, caller, entered = await self._admit(scope)
         if response is not None:
             await response(scope, receive, send)
             return
         assert caller is not None
+        assert self.sessions is not None
+        if entered is None:
+            await self._serve(manager, caller, scope, receive, send)
+            return
+        if scope["method"] != "POST":  # a GET stream may stay open: it holds nothing
+            self.sessions.leave(entered)
+            await self._serve(manager, caller, scope, receive, send)
+            return
+        try:  # the session is not let go of before this request is over
+            await self._serve(manager, caller, scope, receive, send)
+        finally:
+            self.sessions.leave(entered)
+
+    async def _serve(
+        self, manager: _SessionManager, caller: Caller, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         assert self.sessions is not None
         scope.setdefault("state", {})[_STATE_KEY] = caller
         headers = Request(scope).headers
@@ -264,7 +297,7 @@ class McpEndpoint:
                     return
                 await manager.handle_request(scope, receive, send)
                 return
-            if not manager.holds(session_id):
+            if not manager.holds(session_id) or manager.connecting(session_id):
                 parsed = parse_session_id(session_id)
                 assert parsed is not None  # admitted
                 version = headers.get("mcp-protocol-version")
@@ -319,8 +352,10 @@ class McpEndpoint:
             if not opened:  # no session came of it: its run ends at once
                 await sessions.drop(state)
 
-    async def _admit(self, scope: Scope) -> tuple[Response | None, Caller | None]:
-        """401 without a valid key, 404 for an unknown agent or one the key may not use."""
+    async def _admit(self, scope: Scope) -> tuple[Response | None, Caller | None, uuid.UUID | None]:
+        """401 without a valid key, 404 for an unknown agent or one the key may not use, or
+        for a session that is not theirs (or over), 503 while another worker will not let go
+        of the session. Admitted to a session: its run (`McpSessions.leave` it when done)."""
         request = Request(scope)
         match = _AGENT_PATH.search(scope["path"])
         name = match.group(1) if match else ""
@@ -328,32 +363,57 @@ class McpEndpoint:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             detail = "missing API key: send 'Authorization: Bearer <key>' (or use OAuth)"
-            return challenge(runtime.settings, request, name, detail, invalid=False), None
-        async with request_session(runtime.sessionmaker) as session:
-            principal = await bearer_principal(
-                runtime.settings, runtime.keys, session, request, token.strip(), name
-            )
-            if isinstance(principal, Response):
-                return principal, None
-            session_id = request.headers.get(MCP_SESSION_ID_HEADER)
-            state = self.sessions.get(session_id) if self.sessions and session_id else None
-            # A live session keeps the agent it was opened with: only the key is read again.
-            agent = state.agent if state is not None and state.agent.name == name else None
-            if agent is None and name:
-                agent = await AgentRepository(session).get_by(name=name)
-            admitted = True
-            if agent is not None and session_id is not None and self.sessions is not None:
-                admitted = await self.sessions.admit(
-                    session, session_id, agent_id=agent.id, key_id=principal.key_id
-                )
+            return challenge(runtime.settings, request, name, detail, invalid=False), None, None
+        entered: uuid.UUID | None = None
+        try:
+            async with request_session(runtime.sessionmaker) as session:
+                found = await self._caller(session, request, token.strip(), name)
+                if isinstance(found, Response):
+                    return found, None, None
+                session_id = request.headers.get(MCP_SESSION_ID_HEADER)
+                if session_id is None or self.sessions is None:
+                    return None, found, None
+                try:
+                    admitted = await self.sessions.admit(
+                        session,
+                        session_id,
+                        agent_id=found.agent.id,
+                        key_id=found.principal.key_id,
+                    )
+                except SessionBusy as exc:  # another worker holds it: try again
+                    refused = wire.json_error(503, exc.kind, exc.message, exc.headers())
+                    return refused, None, None
+                if not admitted:  # ended, unknown, or another agent's or key's
+                    return wire.json_error(404, "NotFound", "MCP session not found"), None, None
+                entered = uuid.UUID(hex=session_id[:32])
+        except BaseException:
+            if entered is not None and self.sessions is not None:
+                self.sessions.leave(entered)
+            raise
+        return None, found, entered
+
+    async def _caller(
+        self, session: AsyncSession, request: Request, token: str, name: str
+    ) -> Caller | Response:
+        """The bearer key's principal and the agent it may use (401, 404, or -32022)."""
+        runtime: Runtime = self.app.state.runtime
+        principal = await bearer_principal(
+            runtime.settings, runtime.keys, session, request, token, name
+        )
+        if isinstance(principal, Response):
+            return principal
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER)
+        state = self.sessions.get(session_id) if self.sessions and session_id else None
+        # A live session keeps the agent it was opened with: only the key is read again.
+        agent = state.agent if state is not None and state.agent.name == name else None
+        if agent is None and name:
+            agent = await AgentRepository(session).get_by(name=name)
         if agent is None or not principal.may_use(agent.id):
-            return wire.json_error(404, "NotFound", f"agent {name!r} not found"), None
+            return wire.json_error(404, "NotFound", f"agent {name!r} not found")
         version = request.headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return wire.protocol_refusal(version), None
-        if not admitted:  # ended, unknown, or opened with another agent or key
-            return wire.json_error(404, "NotFound", "MCP session not found"), None
-        return None, Caller(agent=agent, principal=principal)
+            return wire.protocol_refusal(version)
+        return Caller(agent=agent, principal=principal)
 
     # --- MCP handlers --------------------------------------------------------------------
 

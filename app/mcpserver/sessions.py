@@ -9,7 +9,10 @@ Any worker can serve any session: what a session needs lives in the journal or c
 request. The session id names the run (`state.py`); the run row holds the agent and the key;
 the `tools_loaded` events hold what `request_tools` loaded. A worker that gets a request for a
 session it does not hold, or one another worker served since, rebuilds the session from the
-journal and records itself on the run (`worker_id`). Only the worker that served a session
+journal and records itself on the run (`worker_id`). On Postgres one worker at a time holds a
+session, under a lease in its run row: it serves the session without reading the run
+meanwhile, and lets go when another worker asks, once the requests it admitted are over
+(`holds.py`). Only the worker that served a session
 last ends it when it goes idle; a session whose worker is gone ends once it has been idle that
 long (see `McpSessions.sweep`). Shutting a worker down hands its sessions over instead of
 ending them. A call a dead worker left in flight gets an error result when the session is
@@ -37,7 +40,8 @@ from app.chat.tool_phase import ToolPhase
 from app.db.base import utcnow
 from app.events import RunStarted
 from app.mcpserver.approval import NO_ELICITATION
-from app.mcpserver.calls import run_call
+from app.mcpserver.calls import SessionReleased, run_call
+from app.mcpserver.holds import Holds, SessionBusy
 from app.mcpserver.state import (
     RUN_KIND,
     Caller,
@@ -62,13 +66,17 @@ class McpSessions:
         self.runs = runs
         self.store = SessionStore(runs)
         self.sessions: dict[str, McpSession] = {}
-        self._opening: dict[str, asyncio.Lock] = {}
+        self._opening: dict[uuid.UUID, asyncio.Lock] = {}
+        """By run: one state of a session is made at a time."""
+        self.holds = Holds()
         self._taken_from: dict[str, uuid.UUID | None] = {}
         """Sessions this worker took over, by the worker that served them before."""
         self.handing_over = False
         """Set at shutdown: sessions that end here now are left for another worker."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._renewer: asyncio.Task[None] | None = None
         runs.liveness.resumable[RUN_KIND] = self.sweep
+        runs.hub.on_release = self._on_release
 
     @property
     def idle_s(self) -> float:
@@ -82,38 +90,109 @@ class McpSessions:
     async def admit(
         self, db: AsyncSession, session_id: str, *, agent_id: uuid.UUID, key_id: uuid.UUID
     ) -> bool:
-        """May this request continue the session?
+        """May this request continue the session? If so, the request is counted as served
+        here until `leave` (the session is not let go of under it).
 
-        The session's run must be open, of this agent and this key. The run records the
-        worker that serves the session last: when that was another one, this worker takes it
-        over and rebuilds the session from the journal (what it holds may be stale)."""
+        The session's run must be open, of this agent and this key, and held by this worker.
+        Within the lease it took (Postgres) a held session is served without reading its run
+        (`McpSession.checked_until`); past half of it, the run is read again and the lease
+        renewed. A session another worker holds is asked for (`acquire`). When another worker
+        served the session since, this one rebuilds it from the journal."""
         parsed = parse_session_id(session_id)
         if parsed is None:
             return False
+        run_id = parsed[0]
+        while (letting_go := self.holds.letting_go(run_id)) is not None:
+            held = self.sessions.get(session_id)
+            if not self.holds.releasing(run_id) and held is not None and held.lock.locked():
+                break  # a call in flight here keeps the session; it may wait for this request
+            await letting_go.wait()  # the requests admitted before go first, then the release
         held = self.sessions.get(session_id)
-        now = time.monotonic()
-        # One process serves a SQLite store: a session held here is open and has not moved;
-        # its run is read (and its activity recorded) only as often as the sweep needs it.
-        fresh = held is not None and now - held.touched_at < self._touch_every_s
-        if held is not None and fresh and self.runs.settings.is_sqlite:
-            return held.belongs_to(agent_id, key_id)
-        admitted = await self.store.admit(
-            db, parsed[0], agent_id=agent_id, key_id=key_id, touch_every_s=self._touch_every_s
-        )
-        if admitted is None:
-            return False
-        if held is not None:
-            held.touched_at = now
+        if held is not None and not held.released and time.monotonic() < held.checked_until:
+            if not held.belongs_to(agent_id, key_id):
+                return False
+            self.holds.enter(run_id)
+            return True
+        self.holds.enter(run_id)  # no release while the lease is being taken
+        try:
+            admitted = await self.acquire(db, session_id, run_id, agent_id=agent_id, key_id=key_id)
+        except BaseException:
+            self.leave(run_id)
+            raise
+        if not admitted:
+            self.leave(run_id)
+        return admitted
+
+    def leave(self, run_id: uuid.UUID) -> None:
+        """A request `admit` let in is over."""
+        self.holds.leave(run_id)
+
+    async def acquire(
+        self,
+        db: AsyncSession | None,
+        session_id: str,
+        run_id: uuid.UUID,
+        *,
+        agent_id: uuid.UUID,
+        key_id: uuid.UUID,
+    ) -> bool:
+        """Take (or renew) the session's lease; while another worker holds it, ask that one
+        once to let go and wait for it (or for its lease to run out: its worker died) for at
+        most one lease and a second, then 503. A holder is asked once: it lets go once the
+        requests it admitted are done, and asking again would only make it let go again
+        of a session it took back meanwhile."""
+        deadline = time.monotonic() + self.lease_s + 1.0
+        asked: set[uuid.UUID | None] = set()
+        while True:
+            sent = time.monotonic()
+            waiter = self.runs.hub.waiter(run_id)  # before asking: the answer may come at once
+            try:
+                admitted = await self.store.admit(
+                    db, run_id, agent_id=agent_id, key_id=key_id, touch_every_s=self._touch_every_s
+                )
+                if admitted is None:
+                    return False
+                if admitted.granted:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SessionBusy()
+                if admitted.previous not in asked:
+                    asked.add(admitted.previous)
+                    await self.store.ask_release(run_id, admitted.previous)
+                # Woken by the release; polled in case a notification is missed.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiter.wait(), min(left, admitted.left_s, 0.5) + 0.01)
+            finally:
+                self.runs.hub.drop(run_id, waiter)
+        held = self.sessions.get(session_id)
         if admitted.moved:
             self._taken_from[session_id] = admitted.previous
             stale = self.sessions.pop(session_id, None)
             if stale is not None:  # another worker served the session since this one did
+                stale.released = True
                 self._later(self._release_after_calls(stale))
+        elif held is not None and not held.released:
+            held.checked_until = sent + self._check_every_s
+        if self.store.leases:
+            self._renewing()
         return True
+
+    @property
+    def lease_s(self) -> float:
+        return self.runs.settings.mcp_session_lease_s
 
     @property
     def _touch_every_s(self) -> float:
         return min(60.0, self.idle_s / 10)
+
+    @property
+    def _check_every_s(self) -> float:
+        """How long a held session is served without reading its run: the sweep's idle clock
+        is kept that coarsely, and half of the lease is left when it is renewed."""
+        if self.store.leases:
+            return min(self._touch_every_s, self.lease_s / 2)
+        return self._touch_every_s  # one process serves the store: nobody takes it away
 
     def _later(self, job: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(job)
@@ -123,15 +202,38 @@ class McpSessions:
     # --- opening and resuming -----------------------------------------------------------
 
     async def open(self, session_id: str, caller: Caller) -> McpSession:
-        """The session's state: the one this worker holds, or rebuilt from the journal."""
-        lock = self._opening.setdefault(session_id, asyncio.Lock())
-        async with lock:
-            existing = self.sessions.get(session_id)
-            if existing is not None:
-                return existing
-            state = await self.resume(session_id, caller)
-            self.sessions[session_id] = state
-            return state
+        """The session's state: the one this worker holds, or rebuilt from the journal.
+
+        The request asking was admitted here (`admit`): the session is not let go of before
+        it is over. A call that found its state let go of meanwhile (its request ended
+        before the call started) takes the lease again first."""
+        parsed = parse_session_id(session_id)
+        if parsed is None:
+            raise LookupError(session_id)
+        run_id = parsed[0]
+        async with self._opening.setdefault(run_id, asyncio.Lock()):
+            while True:
+                existing = self.sessions.get(session_id)
+                if existing is not None and not existing.released:
+                    return existing
+                letting_go = self.holds.letting_go(run_id)
+                if letting_go is not None and self.holds.releasing(run_id):
+                    await letting_go.wait()  # a call whose request is over: held again after
+                    continue
+                sent = time.monotonic()
+                agent_id, key_id = caller.agent.id, caller.principal.key_id
+                self.holds.enter(run_id)
+                try:
+                    if not await self.acquire(
+                        None, session_id, run_id, agent_id=agent_id, key_id=key_id
+                    ):
+                        raise LookupError(session_id)  # ended meanwhile
+                    state = await self.resume(session_id, caller)
+                finally:
+                    self.leave(run_id)
+                state.checked_until = sent + self._check_every_s
+                self.sessions[session_id] = state
+                return state
 
     async def start(self, caller: Caller, *, elicitation: bool) -> McpSession:
         """Create the session's run (counted against the key's run rate and open sessions)
@@ -233,8 +335,16 @@ class McpSessions:
         *,
         gate: ApprovalGate | None = None,
     ) -> CallOutcome:
-        """One `tools/call` (see `calls.run_call`)."""
-        return await run_call(state, name, arguments, gate=gate, audit_sink=self._audit_sink)
+        """One `tools/call` (see `calls.run_call`); if this worker let go of the session
+        while the call waited for the one before, it is held again first."""
+        while True:
+            try:
+                return await run_call(
+                    state, name, arguments, gate=gate, audit_sink=self._audit_sink
+                )
+            except SessionReleased:
+                caller = Caller(agent=state.agent, principal=state.principal)
+                state = await self.open(state.session_id, caller)
 
     def _audit_sink(self, row: ToolCall) -> None:
         sink = self.runs.backends.tool_audit
@@ -246,8 +356,9 @@ class McpSessions:
     async def close(self, session_id: str) -> None:
         """The client ended the session (DELETE): its run finishes, whoever held it."""
         state = self.sessions.pop(session_id, None)
-        self._opening.pop(session_id, None)
         parsed = parse_session_id(session_id)
+        if parsed is not None:
+            self._opening.pop(parsed[0], None)
         if state is not None:
             async with state.lock:  # the events of a call in flight come first
                 await self._finish(state.run_id)
@@ -261,9 +372,10 @@ class McpSessions:
         Idle: the run finishes if this worker served the session last (else another one
         serves it now). At shutdown the session is left for another worker to resume."""
         state = self.sessions.pop(session_id, None)
-        self._opening.pop(session_id, None)
         self._taken_from.pop(session_id, None)
         parsed = parse_session_id(session_id)
+        if parsed is not None:
+            self._opening.pop(parsed[0], None)
         try:
             if parsed is not None and not self.handing_over:
                 worker = await self.store.serving_worker(parsed[0])
@@ -298,6 +410,55 @@ class McpSessions:
         except Exception:
             logger.exception("could not finish the run %s of an MCP session", run_id)
 
+    # --- leases ------------------------------------------------------------------------
+
+    def _on_release(self, run_id: uuid.UUID, holder: uuid.UUID) -> None:
+        """Another worker asks this one for the session of this run (`RunHub.on_release`):
+        requests that come now wait (`admit`), those admitted before are served, then the
+        lease goes (`_let_go`)."""
+        if holder == self.runs.worker_id and self.holds.ask(run_id):
+            self._later(self._let_go(run_id))
+
+    async def _let_go(self, run_id: uuid.UUID) -> None:
+        """Release the session once the requests admitted here are over and its calls in
+        flight are done; no request is admitted here meanwhile (`admit` waits)."""
+        held: list[McpSession] = []
+        try:
+            await self.holds.until_idle(run_id)
+            held = [s for s in self.sessions.values() if s.run_id == run_id]
+            for state in held:
+                state.released = True
+                async with state.lock:  # a call whose request ended goes on: it ends first
+                    if self.sessions.get(state.session_id) is state:
+                        del self.sessions[state.session_id]
+            await self.store.release(run_id)
+        except Exception:
+            logger.exception("could not release the MCP session of run %s", run_id)
+        finally:
+            self.holds.released(run_id)
+        for state in held:
+            await self._release(state)
+
+    def _renewing(self) -> None:
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(
+                self._renew_forever(), name="mcp-session-leases"
+            )
+
+    async def _renew_forever(self) -> None:
+        """Keep the leases of sessions with a call in flight here: no other worker takes a
+        session in the middle of a call (a quiet session's lease runs out by itself)."""
+        while True:
+            await asyncio.sleep(self.lease_s / 4)
+            # Asked to let go or not: a call in flight keeps its session until it is done.
+            busy = {s.run_id for s in self.sessions.values() if s.lock.locked()}
+            busy.update(self.holds.serving)
+            if busy:
+                try:
+                    await self.store.renew(list(busy))
+                except Exception:
+                    logger.exception("could not renew the leases of MCP sessions")
+
     async def _release_after_calls(self, state: McpSession) -> None:
         async with state.lock:
             await self._release(state)
@@ -313,10 +474,17 @@ class McpSessions:
         """Shutdown: the sessions stay open for other workers (or this one after a restart)."""
         self.handing_over = True
         self.runs.liveness.resumable.pop(RUN_KIND, None)
+        if self._renewer is not None:
+            self._renewer.cancel()
         for session_id in list(self.sessions):
             state = self.sessions.pop(session_id)
+            state.released = True
             async with state.lock:
                 await self._release(state)
+        try:  # another worker takes them at once, not once their leases run out
+            await self.store.release_all()
+        except Exception:
+            logger.exception("could not release this worker's MCP sessions")
         for task in list(self._tasks):
             with contextlib.suppress(Exception):
                 await task

@@ -85,8 +85,12 @@ class McpSession:
     journal: JournalWriter
     audit: HeldAudit
     calls: int = 0
-    touched_at: float = 0.0
-    """When this worker last read the session's run and recorded its activity (monotonic)."""
+    checked_until: float = 0.0
+    """Until when this worker serves the session's requests without reading its run
+    (monotonic): within its lease (Postgres) and the sweep's idle clock. See `McpSessions`."""
+    released: bool = False
+    """This worker let go of the session (another worker asked for it): calls waiting here
+    go through admission again."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Events of one session are journaled in call order."""
 

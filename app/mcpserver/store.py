@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.chat.hub import CHANNEL, RELEASE_PREFIX
 from app.chat.models import Conversation, Run, RunEventRecord
 from app.chat.repository import RUNNING, RunRepository, WorkerRepository
 from app.chat.run_store_pg import PostgresRunStore
@@ -29,27 +30,63 @@ SESSIONS_FULL_RETRY_S = 60
 
 _ADMIT = """
 WITH r AS (
-    SELECT worker_id FROM runs
+    SELECT worker_id, EXTRACT(EPOCH FROM lease_until - now())::float8 AS left_s FROM runs
     WHERE id = $1 AND kind = $7 AND status = 'running' AND agent_id = $4
       AND api_key_id IS NOT DISTINCT FROM $5
+    FOR NO KEY UPDATE
 ), u AS (
-    UPDATE runs SET worker_id = $2, updated_at = $3
-    WHERE id = $1 AND status = 'running' AND EXISTS (SELECT 1 FROM r)
-      AND (worker_id IS DISTINCT FROM $2 OR updated_at < $6)
+    UPDATE runs SET worker_id = $2, updated_at = $3, lease_until = now() + make_interval(secs => $6)
+    WHERE id = $1 AND EXISTS (SELECT 1 FROM r)
+      AND (worker_id = $2 OR lease_until IS NULL OR lease_until <= now())
+    RETURNING 1
 )
-SELECT true AS ok, r.worker_id FROM r
+SELECT r.worker_id, r.left_s, EXISTS (SELECT 1 FROM u) AS granted FROM r
 """
 """`SessionStore.admit` on Postgres in one round trip: the session's run (open, of this agent
-and key) and the worker that served it last (the snapshot before the UPDATE), which records
-this worker and the activity (coarsely: only when older than $6)."""
+and key), locked, with the worker that held it last; the lease is taken (or renewed) unless
+another worker holds it and it has not run out by the database's clock. The row lock makes
+two workers' takeovers of one session queue: the second sees the first's lease (`NO KEY`: the
+journal's inserts, whose foreign key share-locks the run, do not wait for it)."""
+_RELEASE = """
+WITH u AS (
+    UPDATE runs SET lease_until = NULL
+    WHERE id = $1 AND worker_id = $2 AND lease_until IS NOT NULL
+    RETURNING id
+)
+SELECT count(pg_notify($3, id::text)) FROM u
+"""
+"""This worker lets go of a session (its run's waiters in other workers are woken)."""
+_RELEASE_ALL = """
+WITH u AS (
+    UPDATE runs SET lease_until = NULL
+    WHERE worker_id = $1 AND kind = $2 AND status = 'running' AND lease_until IS NOT NULL
+    RETURNING id
+)
+SELECT count(pg_notify($3, id::text)) FROM u
+"""
+_RENEW = """
+WITH u AS (
+    UPDATE runs SET lease_until = now() + make_interval(secs => $3)
+    WHERE id = ANY($1::uuid[]) AND worker_id = $2 AND status = 'running'
+      AND lease_until IS NOT NULL
+    RETURNING id
+)
+SELECT coalesce(array_agg(id), '{}') AS ids FROM u
+"""
+"""The leases of sessions with a call in flight here, kept while the call runs (one released
+meanwhile stays released)."""
+_ASK_RELEASE = "SELECT pg_notify($1, $2)"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Admitted:
-    """A request may continue the session; `previous` served it last (None: nobody)."""
+    """The session is open, of this agent and key. `granted`: this worker holds it now
+    (`previous` held it before; None: nobody); else another worker's lease has `left_s`."""
 
     previous: uuid.UUID | None
     moved: bool
+    granted: bool = True
+    left_s: float = 0.0
 
 
 @dataclass(kw_only=True)
@@ -122,31 +159,58 @@ class SessionStore:
 
     # --- which worker serves a session ---------------------------------------------------
 
+    @property
+    def leases(self) -> bool:
+        """Are sessions held under leases? On a Postgres store the app owns (any number of
+        workers). Otherwise one process serves the store (SQLite, a test's transaction)."""
+        return isinstance(self.runs.store, PostgresRunStore)
+
     async def admit(
         self,
-        db: AsyncSession,
+        db: AsyncSession | None,
         run_id: uuid.UUID,
         *,
         agent_id: uuid.UUID,
         key_id: uuid.UUID,
         touch_every_s: float,
     ) -> Admitted | None:
-        """The session's run, if open and of this agent and key, now served by this worker.
+        """The session's run, if open and of this agent and key, and whether this worker
+        holds it now (it takes the lease unless another worker holds a lease that has not
+        run out; see `_ADMIT`).
 
-        On a Postgres store the app owns this is one autocommit statement (`_ADMIT`);
-        otherwise it runs in the caller's transaction `db`. Activity is recorded coarsely
-        (the sweep's idle clock), ownership at every move."""
+        Without leases this runs in the caller's transaction `db` (or one of its own):
+        activity is recorded coarsely (the sweep's idle clock), ownership at every move."""
         me = self.runs.worker_id
         store = self.runs.store
         if isinstance(store, PostgresRunStore):  # Postgres: one statement, no ORM
-            quiet = utcnow() - timedelta(seconds=touch_every_s)
+            lease_s = self.runs.settings.mcp_session_lease_s
             found = await store.fetchrow(
-                _ADMIT, run_id, me, utcnow(), agent_id, key_id, quiet, RUN_KIND
+                _ADMIT, run_id, me, utcnow(), agent_id, key_id, lease_s, RUN_KIND
             )
-            if found is None or not found["ok"]:
+            if found is None:
                 return None
             previous: uuid.UUID | None = found["worker_id"]
+            if not found["granted"]:
+                return Admitted(
+                    previous=previous, moved=True, granted=False, left_s=found["left_s"] or 0.0
+                )
             return Admitted(previous=previous, moved=previous != me)
+        if db is None:
+            async with self.runs.sessionmaker() as own:
+                admitted = await self._admit_orm(own, run_id, agent_id, key_id, touch_every_s)
+                await own.commit()
+                return admitted
+        return await self._admit_orm(db, run_id, agent_id, key_id, touch_every_s)
+
+    async def _admit_orm(
+        self,
+        db: AsyncSession,
+        run_id: uuid.UUID,
+        agent_id: uuid.UUID,
+        key_id: uuid.UUID,
+        touch_every_s: float,
+    ) -> Admitted | None:
+        me = self.runs.worker_id
         stmt = select(
             Run.kind, Run.status, Run.agent_id, Run.api_key_id, Run.worker_id, Run.updated_at
         ).where(Run.id == run_id)
@@ -163,6 +227,33 @@ class SessionStore:
                 .values(worker_id=me, updated_at=utcnow())
             )
         return Admitted(previous=row.worker_id, moved=moved)
+
+    async def ask_release(self, run_id: uuid.UUID, holder: uuid.UUID | None) -> None:
+        """Ask the worker holding the session to let go of it (`RunHub.on_release`)."""
+        store = self.runs.store
+        if isinstance(store, PostgresRunStore) and holder is not None:
+            await store.fetchrow(_ASK_RELEASE, CHANNEL, f"{RELEASE_PREFIX}{run_id}:{holder}")
+
+    async def release(self, run_id: uuid.UUID) -> None:
+        """This worker lets go of the session: another one may take it at once."""
+        store = self.runs.store
+        if isinstance(store, PostgresRunStore):
+            await store.fetchrow(_RELEASE, run_id, self.runs.worker_id, CHANNEL)
+
+    async def release_all(self) -> None:
+        """Shutdown: every session this worker holds may be taken at once."""
+        store = self.runs.store
+        if isinstance(store, PostgresRunStore):
+            await store.fetchrow(_RELEASE_ALL, self.runs.worker_id, RUN_KIND, CHANNEL)
+
+    async def renew(self, run_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+        """Keep the leases of these sessions (calls in flight); those this worker still held."""
+        store = self.runs.store
+        if not isinstance(store, PostgresRunStore):
+            return set(run_ids)
+        lease_s = self.runs.settings.mcp_session_lease_s
+        found = await store.fetchrow(_RENEW, run_ids, self.runs.worker_id, lease_s)
+        return set(found["ids"]) if found is not None else set()
 
     async def worker_alive(self, worker_id: uuid.UUID) -> bool:
         """Does that worker still beat? On SQLite (one process) another worker never does."""
@@ -205,7 +296,16 @@ class SessionStore:
             found = await _summary(db, run_id)
             closed = await db.execute(
                 update(Run)
-                .where(Run.id == run_id, Run.status == RUNNING)
+                .where(
+                    Run.id == run_id,
+                    Run.status == RUNNING,
+                    # never under another worker's lease: it may be serving a call
+                    or_(
+                        Run.worker_id == self.runs.worker_id,
+                        Run.lease_until.is_(None),
+                        Run.lease_until <= func.now(),
+                    ),
+                )
                 .values(
                     status="completed",
                     iterations=found.calls,
@@ -215,7 +315,8 @@ class SessionStore:
                 )
             )
             if getattr(closed, "rowcount", 0) != 1:
-                return False  # already finished (another worker, DELETE and idle at once)
+                return False  # already finished (another worker, DELETE and idle at once),
+                # or held by another worker
             repo = RunRepository(db)
             seq = found.last_seq
             for call_id, name in found.open_calls:
