@@ -221,22 +221,30 @@ async def test_selection_request_tools_and_search_rank_alike(
     assert items[:3] == ranking[:3]
 
 
-async def test_the_warmer_builds_the_ranker_when_sources_change(
-    backends: Backends, sessionmaker: async_sessionmaker[AsyncSession]
-) -> None:
+async def _stored_twilio_agent(
+    sessionmaker: async_sessionmaker[AsyncSession], config: dict[str, object]
+) -> Agent:
+    """An agent wired to Twilio's 195 operations, stored."""
     async with sessionmaker() as session:
         agent = Agent(
             id=uuid.uuid4(),
             name=f"real-{uuid.uuid4().hex[:8]}",
             description="",
             instructions="",
-            model_config_json=LEGACY,
+            model_config_json=config,
             tool_categories=["connector"],
         )
-        agent.connectors = [_connectors()[2]]  # Twilio: 195 operations
+        agent.connectors = [_connectors()[2]]
         agent.connectors[0].name = f"twilio-{uuid.uuid4().hex[:6]}"
         session.add(agent)
         await session.commit()
+    return agent
+
+
+async def test_the_warmer_builds_the_ranker_when_sources_change(
+    backends: Backends, sessionmaker: async_sessionmaker[AsyncSession]
+) -> None:
+    agent = await _stored_twilio_agent(sessionmaker, LEGACY)
     HybridRanker.cache_clear()
     warmer = IndexWarmer(sessionmaker, AgentCache(sessionmaker), make_settings(), backends)
     assert await warmer.warm() == 1
@@ -252,19 +260,7 @@ async def test_the_warmer_builds_a_progressive_agents_connector_search_ahead(
 ) -> None:
     """Progressive mode: the `connector` meta-tool's search over Twilio's 195 operations
     (above a limit of 100) is built by the warmer, so the first search finds it built."""
-    async with sessionmaker() as session:
-        agent = Agent(
-            id=uuid.uuid4(),
-            name=f"real-{uuid.uuid4().hex[:8]}",
-            description="",
-            instructions="",
-            model_config_json={"connector_tool_mode": "progressive"},
-            tool_categories=["connector"],
-        )
-        agent.connectors = [_connectors()[2]]
-        agent.connectors[0].name = f"twilio-{uuid.uuid4().hex[:6]}"
-        session.add(agent)
-        await session.commit()
+    agent = await _stored_twilio_agent(sessionmaker, {"connector_tool_mode": "progressive"})
     settings = make_settings(tool_index_inline_max=100)
     backends = dataclasses.replace(backends, settings=settings)
     loaded = await AgentCache(sessionmaker).get(agent.id)
