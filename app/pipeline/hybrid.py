@@ -45,7 +45,8 @@ SHAPE = ShapeWeights(verb=1.5, resource=1.5, prior=0.5, admin=1.0, name=0.5, own
 """Chosen on the development half of the real-catalog set (bench/selection.py --real): a
 plateau from verb 1.0-2.0, object 1.0-2.0, prior 0.35-0.5 (in z-score units of the fused
 signals); admin 0 / 0.5 / 1.0 gave recall@5 0.64 / 0.65 / 0.66; name coverage 0 / 0.5 / 1.0
-gave 0.67 / 0.69 / 0.70 with all parts@10 0.77 / 0.77 / 0.76."""
+gave 0.67 / 0.69 / 0.70 with all parts@10 0.77 / 0.77 / 0.76; own (fourth round) 0 / 0.5 /
+1.0 / 1.5 gave recall@5 0.761 / 0.761 / 0.767 / 0.767."""
 
 
 @dataclass(frozen=True, slots=True)
