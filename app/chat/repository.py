@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, exists, func, insert, literal, select, text, update
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agents.models import Agent
@@ -254,22 +254,14 @@ class JournalRepository:
         await self.session.execute(insert(_table(RunEventRecord)), rows)
 
 
-def store_batch(conn: Connection, rows: list[dict[str, Any]], audit: list[dict[str, Any]]) -> None:
-    """A journal batch on a plain (sync) connection: the events as `JournalRepository.insert`
-    stores them and the audit rows that go with them (`tool_call_values`), in the caller's
-    transaction."""
-    conn.execute(insert(_table(RunEventRecord)), rows)
-    if audit:
-        conn.execute(insert(_table(ToolCall)), audit)
-
-
 class RawBatch:
-    """`store_batch` on a DBAPI connection of the SQLite store (the journal writer's,
-    `app/chat/sqlitewrite.py`): the same INSERTs, compiled once by the engine's dialect, each
-    value through its column type's own bind processor (UTC times, JSON without NUL, UUIDs)
-    and the engine's NUL-free parameters (`storable.params`), with no statement, cache-key or
-    event machinery per batch. The caller commits. `tests/storage/test_tool_audit_sink.py`
-    checks that both store the same rows."""
+    """A journal batch on a DBAPI connection of the SQLite store (the journal writer's,
+    `app/chat/sqlitewrite.py`): the events as `JournalRepository.insert` stores them and the
+    audit rows that go with them (`tool_call_values`), as INSERTs compiled once by the
+    engine's dialect, each value through its column type's own bind processor (UTC times,
+    JSON without NUL, UUIDs) and the engine's NUL-free parameters (`storable.params`), with no
+    statement, cache-key or event machinery per batch. The caller commits.
+    `tests/storage/test_tool_audit_sink.py` checks it stores what the session path stores."""
 
     def __init__(self, dialect: Dialect) -> None:
         events = ("run_id", "seq", "kind", "data", "created_at")

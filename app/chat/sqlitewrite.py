@@ -4,7 +4,7 @@ Through the session path every cursor, statement, commit and connection reset is
 aiosqlite's thread and back (about eight for an MCP call's events and audit row); here the
 whole transaction runs in one thread of the writer's own, on a plain pysqlite connection with
 the store's rules (`app/db/engine.py`), storing what the session path stores
-(`repository.store_batch`'s INSERTs, compiled once: `repository.RawBatch`). Batches that
+(Core INSERTs compiled once, no unit of work: `repository.RawBatch`). Batches that
 carry more than events and audit rows (a run's final state) take the session path.
 """
 

@@ -22,7 +22,6 @@ from app.agents.models import Agent
 from app.config import SelectionStrategy
 from app.connectors.models import Connector, ConnectorAction
 from app.connectors.openapi import parse_openapi
-from app.pipeline import index_builds
 from app.pipeline.assemble import assemble_toolset, selection_candidates
 from app.pipeline.hybrid import HybridRanker
 from app.pipeline.preview import preview_toolset
@@ -273,10 +272,8 @@ async def test_the_warmer_builds_a_progressive_agents_connector_search_ahead(
     assert HybridRanker.is_cached(searched)
     toolset = await assemble_toolset(loaded, settings, backends, "")
     query = {"subcommand": "search", "query": "send a text message to a phone"}
-    before = index_builds.pending()
     result = await toolset.call("connector", query, ctx())
     assert result.ok, result.error
-    assert index_builds.pending() == before  # answered by the built ranker, nothing started
     assert "create_message" in result.output.splitlines()[1]
 
 
