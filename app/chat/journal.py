@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -77,10 +78,16 @@ def _sqlstate(exc: BaseException) -> str:
     return state if isinstance(state, str) else ""
 
 
+_SQLITE_REFUSALS = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.ProgrammingError)
+"""Raised as they are by the SQLite writer's raw batch (`app/chat/sqlitewrite.py`)."""
+
+
 def is_transient(exc: BaseException) -> bool:
     """Storage errors worth retrying (connection lost, server restarting, pool exhausted,
     SQLite busy); constraint and data errors are not."""
     if isinstance(exc, IntegrityError | DataError | ProgrammingError | TypeError | ValueError):
+        return False
+    if isinstance(exc, _SQLITE_REFUSALS):
         return False
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
@@ -91,8 +98,10 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def is_conflict(exc: BaseException) -> bool:
-    """A constraint refused the write (through SQLAlchemy or raw asyncpg)."""
-    return isinstance(exc, IntegrityError) or _sqlstate(exc).startswith("23")
+    """A constraint refused the write (through SQLAlchemy, raw asyncpg or raw sqlite3)."""
+    if isinstance(exc, IntegrityError | sqlite3.IntegrityError):
+        return True
+    return _sqlstate(exc).startswith("23")
 
 
 class JournalBatcher:

@@ -2,7 +2,11 @@
 
 A call journals a `tool_call` and a `tool_result` event, both stored before the answer goes
 out: in one write when the call is quick (see `CALL_HELD_S`), else the `tool_call` on its own
-first, so the journal shows the call in flight.
+first, so the journal shows the call in flight. The call returns as soon as its events are
+queued; its `CallOutcome.stored` is done once they are committed, and the answer waits for
+it, not the call (the transport holds the answer while the SDK prepares it:
+`transport.answer_after`). The next call of the session may start meanwhile: the journal
+commits events in the order they were queued.
 """
 
 from __future__ import annotations
@@ -78,13 +82,28 @@ async def run_call(
             submit()  # whatever happened so far, interrupted or not
         for row in state.audit.take():  # recorded after the last event (none so far)
             audit_sink(row)
-        try:
-            await asyncio.gather(*stored)  # the answer goes out once its events are stored
-        except Exception:
-            for row in audited:  # the call ran: its audit row is kept all the same
-                audit_sink(row)
-            raise
+    # One turn of the loop: the journal's writer, queued before, sends the write now, and the
+    # commit runs while the SDK turns the result into its answer (`transport.answer_after`).
+    await asyncio.sleep(0)
     ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
     loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
     text = (messages[-1].content or "") if messages else ""
-    return CallOutcome(text=text, ok=ok, loaded=loaded)
+    return CallOutcome(text=text, ok=ok, loaded=loaded, stored=_stored(stored, audited, audit_sink))
+
+
+def _stored(
+    stored: list[asyncio.Future[None]],
+    audited: list[ToolCall],
+    audit_sink: Callable[[ToolCall], None],
+) -> asyncio.Future[Any]:
+    """One future for the call's writes; when they fail, the call's audit rows are recorded
+    apart (the call ran: its audit row is kept all the same), whoever waits or not."""
+    done = asyncio.gather(*stored)
+
+    def after(future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            for row in audited:
+                audit_sink(row)
+
+    done.add_done_callback(after)
+    return done

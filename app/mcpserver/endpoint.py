@@ -54,7 +54,7 @@ from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
 from app.mcpserver.sessions import McpSessions
 from app.mcpserver.state import Caller, McpSession, parse_session_id
-from app.mcpserver.transport import AnswerFirstTransport
+from app.mcpserver.transport import AnswerFirstTransport, answer_after
 from app.runtime import Runtime
 
 logger = logging.getLogger("quiver.mcp_server")
@@ -454,6 +454,8 @@ class McpEndpoint:
         outcome = await self.sessions.call(
             state, params.name, dict(params.arguments or {}), gate=gate
         )
+        if not answer_after(ctx.request, outcome.stored):  # the SDK answers: wait here
+            await asyncio.shield(outcome.stored)
         notes: list[types.ServerNotification] = []
         if outcome.loaded:
             notes.append(types.ToolListChangedNotification())

@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from app.agents.models import Agent
 from app.audit.models import ToolCall
@@ -46,6 +47,9 @@ def parse_session_id(session_id: str) -> tuple[uuid.UUID, bool] | None:
 class CallOutcome:
     text: str
     ok: bool
+    stored: asyncio.Future[Any]
+    """Done once the call's events are committed (failed if they could not be): the answer
+    must not reach the client before (`calls.run_call`)."""
     loaded: tuple[str, ...] = ()
 
 

@@ -11,6 +11,12 @@ message first, exactly as before. So does a call still running after `JSON_WAIT_
 client gets the stream's headers then, as it always did at once, and the rest as it comes.
 Everything else (initialize, notifications, batches, errors, resumable streams) is the SDK's own
 handling.
+
+A request answered here may have its answer held (`answer_after`): a `tools/call` returns as
+soon as its events are queued to the journal, and its answer goes out once they are committed —
+the SDK turns the result into its message while the commit is in flight instead of after it.
+When the commit fails, the client gets an internal error in the result's place. A request the
+SDK answers itself is not held: its handler waits for the commit before it returns.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
+    ErrorData,
     JSONRPCError,
     JSONRPCNotification,
     JSONRPCRequest,
@@ -50,6 +57,47 @@ JSON_WAIT_S = 1.0
 """How long a request's answer may wait to be sent as JSON; after that it streams (SSE)."""
 _OPEN = EventMessage(JSONRPCNotification(jsonrpc="2.0", method="quiver/open-stream"))
 """Put on a request's stream when `JSON_WAIT_S` has passed: never sent, it opens the stream."""
+_HELD = "quiver_answer_after"
+"""The request's scope state: what its answer waits for (`answer_after`)."""
+NOT_STORED = "the call ran, but its events could not be stored: its result is withheld"
+
+
+def answer_after(request: object, stored: asyncio.Future[Any]) -> bool:
+    """Hold the request's answer, and whatever its stream carries from now on, until `stored`
+    is done. False when this transport does not answer the request: the caller waits itself."""
+    if not isinstance(request, Request):
+        return False
+    held: list[asyncio.Future[Any]] | None = request.scope.get("state", {}).get(_HELD)
+    if held is None:
+        return False
+    held.append(stored)
+    return True
+
+
+class _Hold:
+    """What a request's answer waits for; `failed` once any of it failed."""
+
+    def __init__(self, request: Request) -> None:
+        self.waits: list[asyncio.Future[Any]] = []
+        self.failed = False
+        request.scope.setdefault("state", {})[_HELD] = self.waits
+
+    async def settle(self) -> None:
+        while self.waits:
+            waited = self.waits.pop(0)
+            try:
+                await asyncio.shield(waited)
+            except Exception:  # the journal logged it; the client hears an error instead
+                self.failed = True
+
+    def answer(self, event: EventMessage) -> EventMessage:
+        """`event`, or an internal error in its place if it answers and a wait failed."""
+        if not self.failed or not _answers(event):
+            return event
+        message = event.message
+        assert isinstance(message, JSONRPCResponse | JSONRPCError)
+        error = ErrorData(code=INTERNAL_ERROR, message=NOT_STORED)
+        return EventMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
 
 
 class AnswerFirstTransport(StreamableHTTPServerTransport):
@@ -74,6 +122,7 @@ class AnswerFirstTransport(StreamableHTTPServerTransport):
         # No cancellation of `receive` (a message handed over as it is cancelled is lost): after
         # the wait, a marker on the same stream wakes the reader instead.
         timer = asyncio.get_running_loop().call_later(JSON_WAIT_S, _open_stream, sender)
+        hold = _Hold(request)
         try:
             await writer.send(self._create_session_message(message, request, request_id, version))
             first = await reader.receive()
@@ -90,9 +139,13 @@ class AnswerFirstTransport(StreamableHTTPServerTransport):
             timer.cancel()
         if _answers(first):
             await self._clean_up_memory_streams(request_id)
-            await self._create_json_response(first.message)(scope, receive, send)
+            answer = self._create_json_response(first.message)  # while the commit runs
+            await hold.settle()
+            if hold.failed:
+                answer = self._create_json_response(hold.answer(first).message)
+            await answer(scope, receive, send)
             return
-        await self._stream(scope, receive, send, request_id, first)
+        await self._stream(scope, receive, send, request_id, first, hold)
 
     async def _plain_request(self, request: Request) -> JSONRPCRequest | None:
         """The request, when this POST is one JSON-RPC request (not `initialize`) from a client
@@ -112,7 +165,13 @@ class AnswerFirstTransport(StreamableHTTPServerTransport):
         return message
 
     async def _stream(
-        self, scope: Scope, receive: Receive, send: Send, request_id: str, first: EventMessage
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        request_id: str,
+        first: EventMessage,
+        hold: _Hold,
     ) -> None:
         """The SDK's SSE answer: `first` (unless it is the marker) as the stream's opening
         event, then the request's messages up to its response."""
@@ -124,11 +183,13 @@ class AnswerFirstTransport(StreamableHTTPServerTransport):
             try:
                 async with sse_writer, reader:
                     if first is not _OPEN:
-                        await sse_writer.send(self._create_event_data(first))
+                        await hold.settle()
+                        await sse_writer.send(self._create_event_data(hold.answer(first)))
                     async for event in reader:
                         if event is _OPEN:
                             continue
-                        await sse_writer.send(self._create_event_data(event))
+                        await hold.settle()
+                        await sse_writer.send(self._create_event_data(hold.answer(event)))
                         if _answers(event):
                             break
             except anyio.ClosedResourceError:  # the session ended
