@@ -5,8 +5,8 @@ out: in one write when the call is quick (see `CALL_HELD_S`), else the `tool_cal
 first, so the journal shows the call in flight. The call returns as soon as its events are
 queued; its `CallOutcome.stored` is done once they are committed, and the answer waits for
 it, not the call (the transport holds the answer while the SDK prepares it:
-`transport.answer_after`). The next call of the session may start meanwhile: the journal
-commits events in the order they were queued.
+`transport.answer_after`). The session's lock is held until they are stored: its next call,
+its end and its hand-over to another worker read or number the journal after them.
 """
 
 from __future__ import annotations
@@ -42,53 +42,83 @@ async def run_call(
     """Run one call on the session (in call order); a call that needs a person's approval
     asks `gate` (the client's elicitation), or fails without it. Audit rows ride the call's
     journal write; `audit_sink` takes those that cannot."""
-    async with state.lock:
-        if state.released:
-            raise SessionReleased(state.session_id)
-        state.phase.gate = gate
-        state.calls += 1
-        call = ToolCallRequest(id=f"mcp_{state.calls}", name=name, arguments=json.dumps(arguments))
-        messages: list[ChatMessage] = []
-        events: list[RunEvent] = []
-        held: list[RunEvent] = []
-        stored: list[asyncio.Future[None]] = []
-        audited: list[ToolCall] = []
-        timer: asyncio.TimerHandle | None = None
-
-        def submit() -> None:  # queued in order, the held ones first
-            nonlocal timer
-            if timer is not None:
-                timer.cancel()
-                timer = None
-            for event in held:  # the audit rows so far go with the last one
-                audit = state.audit.take() if event is held[-1] else []
-                audited.extend(audit)
-                stored.append(state.journal.submit(event, audit=audit)[2])
-            held.clear()
-
-        try:
-            async for event in state.phase.run([call], state.calls, messages):
-                if isinstance(event, PhaseResult):
-                    continue  # the observation is in `messages`
-                events.append(event)
-                held.append(event)
-                if isinstance(event, ToolCallEvent) and len(held) == 1:
-                    # Stored with its result (one statement) unless the call takes longer:
-                    # then on its own, so the journal shows the call in flight.
-                    timer = asyncio.get_running_loop().call_later(CALL_HELD_S, submit)
-                else:
-                    submit()
-        finally:
-            submit()  # whatever happened so far, interrupted or not
-        for row in state.audit.take():  # recorded after the last event (none so far)
-            audit_sink(row)
+    await state.lock.acquire()
+    stored: list[asyncio.Future[None]] = []
+    try:
+        outcome = await _run_locked(state, name, arguments, gate, audit_sink, stored)
+    except BaseException:
+        _release_after(state.lock, stored)
+        raise
+    # The lock is held until the call's events are stored, not until its answer is sent:
+    # what comes next on the session (its next call, its end, its hand-over to another
+    # worker) reads or numbers the journal after them.
+    _release_after(state.lock, [outcome.stored])
     # One turn of the loop: the journal's writer, queued before, sends the write now, and the
     # commit runs while the SDK turns the result into its answer (`transport.answer_after`).
     await asyncio.sleep(0)
+    return outcome
+
+
+async def _run_locked(
+    state: McpSession,
+    name: str,
+    arguments: dict[str, Any],
+    gate: ApprovalGate | None,
+    audit_sink: Callable[[ToolCall], None],
+    stored: list[asyncio.Future[None]],
+) -> CallOutcome:
+    """The call under the session's lock; `stored` gets the futures of its journal writes."""
+    if state.released:
+        raise SessionReleased(state.session_id)
+    state.phase.gate = gate
+    state.calls += 1
+    call = ToolCallRequest(id=f"mcp_{state.calls}", name=name, arguments=json.dumps(arguments))
+    messages: list[ChatMessage] = []
+    events: list[RunEvent] = []
+    held: list[RunEvent] = []
+    audited: list[ToolCall] = []
+    timer: asyncio.TimerHandle | None = None
+
+    def submit() -> None:  # queued in order, the held ones first
+        nonlocal timer
+        if timer is not None:
+            timer.cancel()
+            timer = None
+        for event in held:  # the audit rows so far go with the last one
+            audit = state.audit.take() if event is held[-1] else []
+            audited.extend(audit)
+            stored.append(state.journal.submit(event, audit=audit)[2])
+        held.clear()
+
+    try:
+        async for event in state.phase.run([call], state.calls, messages):
+            if isinstance(event, PhaseResult):
+                continue  # the observation is in `messages`
+            events.append(event)
+            held.append(event)
+            if isinstance(event, ToolCallEvent) and len(held) == 1:
+                # Stored with its result (one statement) unless the call takes longer:
+                # then on its own, so the journal shows the call in flight.
+                timer = asyncio.get_running_loop().call_later(CALL_HELD_S, submit)
+            else:
+                submit()
+    finally:
+        submit()  # whatever happened so far, interrupted or not
+    for row in state.audit.take():  # recorded after the last event (none so far)
+        audit_sink(row)
     ok = any(isinstance(e, ToolResultEvent) and e.ok for e in events)
     loaded = tuple(n for e in events if isinstance(e, ToolsLoaded) for n in e.names)
     text = (messages[-1].content or "") if messages else ""
     return CallOutcome(text=text, ok=ok, loaded=loaded, stored=_stored(stored, audited, audit_sink))
+
+
+def _release_after(lock: asyncio.Lock, pending: list[asyncio.Future[Any]]) -> None:
+    """Release `lock` once every future of `pending` is done (at once if there is none)."""
+    if not pending:
+        lock.release()
+        return
+    waited = asyncio.gather(*pending, return_exceptions=True)
+    waited.add_done_callback(lambda _: lock.release())
 
 
 def _stored(

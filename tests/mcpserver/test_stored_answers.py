@@ -43,6 +43,15 @@ END $$;
 CREATE TRIGGER refuse_results BEFORE INSERT ON run_events
     FOR EACH ROW EXECUTE FUNCTION refuse_results();
 """
+_PG_SLOW = """
+CREATE FUNCTION slow_results() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.kind = 'tool_result' THEN PERFORM pg_sleep(1); END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER slow_results BEFORE INSERT ON run_events
+    FOR EACH ROW EXECUTE FUNCTION slow_results();
+"""
 _SQLITE_REFUSE = """
 CREATE TRIGGER refuse_results BEFORE INSERT ON run_events WHEN NEW.kind = 'tool_result'
 BEGIN SELECT RAISE(ABORT, 'tool results refused by the test'); END;
@@ -154,3 +163,44 @@ async def test_the_answer_follows_the_stored_events_and_a_failed_write_is_an_err
                 break
             await asyncio.sleep(0.1)
         assert any("lost" in t for t in texts), texts
+
+
+async def test_a_session_ended_while_its_call_commits_ends_after_the_call(
+    tmp_path: Path, upstream: HttpMcpServer
+) -> None:
+    """The call returns before its events commit (its answer waits for them): a DELETE that
+    comes meanwhile numbers `run_finished` after them, never over them."""
+    fields: dict[str, Any] = {
+        "secret_keys": [SECRET_KEY],
+        "admin_token": ADMIN_TOKEN,
+        "data_dir": tmp_path,
+        "egress_allow_cidrs": ["127.0.0.0/8"],
+    }
+    async with (
+        migrated_postgres(fields) as settings,
+        serve_app(create_app(settings)) as base_url,
+        httpx.AsyncClient(base_url=base_url, headers=AUTH, timeout=30) as http,
+    ):
+        agent, prefix = await legacy_agent(http, upstream)
+        path = f"/mcp/agents/{agent}"
+        session = await opened(http, path)
+        parsed = parse_session_id(session["Mcp-Session-Id"])
+        assert parsed is not None
+        conn = await asyncpg.connect(settings.database_url.replace("+asyncpg", ""))
+        try:
+            await conn.execute(_PG_SLOW)
+            answer = asyncio.create_task(
+                http.post(path, json=call(2, f"{prefix}echo", {"text": "x"}), headers=session)
+            )
+            sleeping = "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'"
+            deadline = time.monotonic() + 10
+            while not await conn.fetchval(sleeping):  # the call's write is in flight
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.02)
+            ended = await http.delete(path, headers=session)
+            assert ended.status_code == 200, ended.text
+            assert (await answer).json()["result"]["content"][0]["text"] == "x"
+        finally:
+            await conn.close()
+        kinds = await stored_kinds(settings, parsed[0])
+        assert kinds == ["run_started", "tool_call", "tool_result", "run_finished"], kinds
