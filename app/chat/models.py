@@ -105,11 +105,10 @@ class RunEventRecord(Base):
 
     __tablename__ = "run_events"
     __table_args__ = (UniqueConstraint("run_id", "seq"),)
+    """Also the index of every lookup by run (no index on `run_id` alone: 0008_journal_index)."""
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[uuid.UUID] = mapped_column(
-        Uuid, ForeignKey("runs.id", ondelete="CASCADE"), index=True
-    )
+    run_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("runs.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
