@@ -6,6 +6,9 @@ pooled client session per path (this process is the client of all of them):
 - floor: the bare SDK streamable-HTTP server of `bench.mcp_floor` (low-level `Server` and its
   `StreamableHTTPSessionManager`, one pooled stdio session, no auth or journal; floor 2);
 - floor_http: the same process's bare JSON route (`POST /call`), the admin route's floor;
+- floor_durable (when Postgres is up): the bare SDK server committing one row per call (the
+  call's result) to Postgres before it answers: the floor of a gateway that stores what it
+  answers;
 - admin: Quiver's `POST /api/v1/mcp-servers/{id}/call` (Postgres);
 - endpoint_{pg,sqlite}_{legacy,progressive}: Quiver's `/mcp/agents/{name}` `tools/call` on
   Postgres and on SQLite, the agent in legacy mode (the tool called by name) or progressive (the
@@ -53,7 +56,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from bench.common import percentile, print_table
 from bench.mcp_floor import floor
 from bench.mcp_peers import PEERS, ensure_venv, serve_peer
-from bench.servers import Gateway, gateway
+from bench.servers import Gateway, _postgres_up, gateway
+from tests.fixtures.database import create_database, drop_database
 from tests.mcp.servers import TIME_SERVER
 
 ROUNDS = 3
@@ -199,11 +203,21 @@ async def _floor_paths(stack: contextlib.AsyncExitStack) -> list[Hop]:
             raise RuntimeError(response.text)
 
     tool, bare_pid = "get_current_time", bare.proc.pid
-    return [
+    paths = [
         Hop("direct", "direct stdio session (SDK client)", _checked(direct, tool, ARGS), None),
         Hop("floor", "bare SDK streamable-HTTP server", _checked(bare_mcp, tool, ARGS), bare_pid),
         Hop("floor_http", "bare JSON route", via_floor_http, json_floor.proc.pid),
     ]
+    if await _postgres_up():  # the same server, committing each call's result first
+        name = await create_database("quiver_bench_floor")
+        stack.push_async_callback(drop_database, name)
+        dsn = f"postgresql://postgres@127.0.0.1:5432/{name}"
+        durable = await stack.enter_async_context(floor(TIME_SERVER, journal=dsn))
+        durable_mcp = await stack.enter_async_context(http_session(durable.url, {}))
+        label = "bare SDK server + one commit per call (Postgres)"
+        call = _checked(durable_mcp, tool, ARGS)
+        paths.append(Hop("floor_durable", label, call, durable.proc.pid))
+    return paths
 
 
 async def _peer_paths(
