@@ -8,55 +8,25 @@ reading its run; it must still refuse another key, an ended session and an unkno
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from app.config import Settings
-from app.db.migrate import upgrade
-from app.main import create_app
 from app.mcpserver.transport import JSON_WAIT_S
-from tests.conftest import ADMIN_TOKEN, SECRET_KEY
-from tests.fixtures.database import migrated_postgres
-from tests.fixtures.live import serve_app
+from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.served import INITIALIZE
-from tests.fixtures.stores import STORES
 from tests.mcp.servers import HttpMcpServer
 from tests.mcpserver.test_endpoint import MCP_HEADERS, make_key, post, unique
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
-@pytest.fixture(scope="module")
-def upstream() -> AsyncIterator[HttpMcpServer]:
-    server = HttpMcpServer("streamable-http").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=STORES)
-async def base_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    fields: dict[str, Any] = {
-        "secret_keys": [SECRET_KEY],
-        "admin_token": ADMIN_TOKEN,
-        "data_dir": tmp_path,
-        "egress_allow_cidrs": ["127.0.0.0/8"],  # the test MCP server lives there
-    }
-    if request.param == "postgres":
-        async with migrated_postgres(fields) as settings, serve_app(create_app(settings)) as url:
-            yield url
-        return
-    settings = Settings.model_validate(
-        {**fields, "database_url": f"sqlite:///{tmp_path / 'quiver.db'}"}
-    )
-    await asyncio.to_thread(upgrade, settings)
-    async with serve_app(create_app(settings)) as url:
-        yield url
+@pytest.fixture
+def base_url(served: tuple[str, Settings]) -> str:
+    return served[0]
 
 
 async def legacy_agent(admin: httpx.AsyncClient, upstream: HttpMcpServer) -> tuple[str, str]:

@@ -13,25 +13,20 @@ import contextlib
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
-import pytest
 from mcp_types import INTERNAL_ERROR
 
 from app.config import Settings
-from app.db.migrate import upgrade
 from app.main import create_app
 from app.mcpserver.state import parse_session_id
 from app.mcpserver.transport import NOT_STORED
-from tests.conftest import ADMIN_TOKEN, SECRET_KEY
 from tests.fixtures.database import migrated_postgres
 from tests.fixtures.live import serve_app
-from tests.fixtures.stores import STORES
 from tests.mcp.servers import HttpMcpServer
+from tests.mcpserver.conftest import app_fields
 from tests.mcpserver.test_answers import AUTH, call, legacy_agent, opened, sse_messages
 
 _PG_REFUSE = """
@@ -56,35 +51,6 @@ _SQLITE_REFUSE = """
 CREATE TRIGGER refuse_results BEFORE INSERT ON run_events WHEN NEW.kind = 'tool_result'
 BEGIN SELECT RAISE(ABORT, 'tool results refused by the test'); END;
 """
-
-
-@pytest.fixture(scope="module")
-def upstream() -> AsyncIterator[HttpMcpServer]:
-    server = HttpMcpServer("streamable-http").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=STORES)
-async def served(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[tuple[str, Settings]]:
-    fields: dict[str, Any] = {
-        "secret_keys": [SECRET_KEY],
-        "admin_token": ADMIN_TOKEN,
-        "data_dir": tmp_path,
-        "egress_allow_cidrs": ["127.0.0.0/8"],
-    }
-    if request.param == "postgres":
-        async with migrated_postgres(fields) as settings, serve_app(create_app(settings)) as url:
-            yield url, settings
-        return
-    settings = Settings.model_validate(
-        {**fields, "database_url": f"sqlite:///{tmp_path / 'quiver.db'}"}
-    )
-    await asyncio.to_thread(upgrade, settings)
-    async with serve_app(create_app(settings)) as url:
-        yield url, settings
 
 
 async def refuse_tool_results(settings: Settings) -> None:
@@ -170,14 +136,8 @@ async def test_a_session_ended_while_its_call_commits_ends_after_the_call(
 ) -> None:
     """The call returns before its events commit (its answer waits for them): a DELETE that
     comes meanwhile numbers `run_finished` after them, never over them."""
-    fields: dict[str, Any] = {
-        "secret_keys": [SECRET_KEY],
-        "admin_token": ADMIN_TOKEN,
-        "data_dir": tmp_path,
-        "egress_allow_cidrs": ["127.0.0.0/8"],
-    }
     async with (
-        migrated_postgres(fields) as settings,
+        migrated_postgres(app_fields(tmp_path)) as settings,
         serve_app(create_app(settings)) as base_url,
         httpx.AsyncClient(base_url=base_url, headers=AUTH, timeout=30) as http,
     ):
