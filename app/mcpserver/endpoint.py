@@ -33,6 +33,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.runner import serve_connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 from mcp_types import DEFAULT_NEGOTIATED_VERSION
@@ -54,7 +55,7 @@ from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
 from app.mcpserver.sessions import McpSessions
 from app.mcpserver.state import Caller, McpSession, parse_session_id
-from app.mcpserver.transport import AnswerFirstTransport, answer_after
+from app.mcpserver.transport import NOT_STORED, AnswerFirstTransport, answer_after
 from app.runtime import Runtime
 
 logger = logging.getLogger("quiver.mcp_server")
@@ -455,7 +456,10 @@ class McpEndpoint:
             state, params.name, dict(params.arguments or {}), gate=gate
         )
         if not answer_after(ctx.request, outcome.stored):  # the SDK answers: wait here
-            await asyncio.shield(outcome.stored)
+            try:
+                await asyncio.shield(outcome.stored)
+            except Exception:  # as the transport answers it (never the database's text)
+                raise MCPError(types.INTERNAL_ERROR, NOT_STORED) from None
         notes: list[types.ServerNotification] = []
         if outcome.loaded:
             notes.append(types.ToolListChangedNotification())
