@@ -52,7 +52,7 @@ async def run_call(
     # The lock is held until the call's events are stored, not until its answer is sent:
     # what comes next on the session (its next call, its end, its hand-over to another
     # worker) reads or numbers the journal after them.
-    _release_after(state.lock, [outcome.stored])
+    outcome.stored.add_done_callback(lambda _: state.lock.release())
     # One turn of the loop: the journal's writer, queued before, sends the write now, and the
     # commit runs while the SDK turns the result into its answer (`transport.answer_after`).
     await asyncio.sleep(0)

@@ -33,7 +33,6 @@ from mcp.server.models import InitializationOptions
 from mcp.server.runner import serve_connection
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.transport_context import TransportContext
 from mcp_types import DEFAULT_NEGOTIATED_VERSION
@@ -55,7 +54,7 @@ from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
 from app.mcpserver.sessions import McpSessions
 from app.mcpserver.state import Caller, McpSession, parse_session_id
-from app.mcpserver.transport import NOT_STORED, AnswerFirstTransport, answer_after
+from app.mcpserver.transport import AnswerFirstTransport, answer_after
 from app.runtime import Runtime
 
 logger = logging.getLogger("quiver.mcp_server")
@@ -455,11 +454,7 @@ class McpEndpoint:
         outcome = await self.sessions.call(
             state, params.name, dict(params.arguments or {}), gate=gate
         )
-        if not answer_after(ctx.request, outcome.stored):  # the SDK answers: wait here
-            try:
-                await asyncio.shield(outcome.stored)
-            except Exception:  # as the transport answers it (never the database's text)
-                raise MCPError(types.INTERNAL_ERROR, NOT_STORED) from None
+        await answer_after(ctx.request, outcome.stored)  # the answer waits for the events
         notes: list[types.ServerNotification] = []
         if outcome.loaded:
             notes.append(types.ToolListChangedNotification())

@@ -37,6 +37,7 @@ from mcp.server.streamable_http import (
     StreamableHTTPServerTransport,
     check_accept_headers,
 )
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
@@ -62,16 +63,18 @@ _HELD = "quiver_answer_after"
 NOT_STORED = "the call ran, but its events could not be stored: its result is withheld"
 
 
-def answer_after(request: object, stored: asyncio.Future[Any]) -> bool:
+async def answer_after(request: object, stored: asyncio.Future[Any]) -> None:
     """Hold the request's answer, and whatever its stream carries from now on, until `stored`
-    is done. False when this transport does not answer the request: the caller waits itself."""
-    if not isinstance(request, Request):
-        return False
-    held: list[asyncio.Future[Any]] | None = request.scope.get("state", {}).get(_HELD)
-    if held is None:
-        return False
-    held.append(stored)
-    return True
+    is done. When this transport does not answer the request (the SDK does), wait for it here
+    instead, and fail the call as the transport would: never with the database's text."""
+    held = request.scope.get("state", {}).get(_HELD) if isinstance(request, Request) else None
+    if held is not None:
+        held.append(stored)
+        return
+    try:
+        await asyncio.shield(stored)
+    except Exception:
+        raise MCPError(INTERNAL_ERROR, NOT_STORED) from None
 
 
 class _Hold:
