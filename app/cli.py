@@ -67,12 +67,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 async def _seed_admin(settings: Settings) -> str | None:
     from app.apikeys.service import api_key_service
     from app.db.engine import create_engine, create_sessionmaker
-    from app.db.locks import SEED_ADMIN, lock_session_transaction
 
     engine = create_engine(settings)
     try:
         async with create_sessionmaker(engine)() as session:
-            await lock_session_transaction(session, SEED_ADMIN)  # another `serve` starting
             token = settings.admin_token.get_secret_value() if settings.admin_token else None
             created = await api_key_service.seed_admin(session, token)
             await session.commit()

@@ -12,6 +12,7 @@ from app.apikeys.models import ApiKey
 from app.apikeys.repository import ApiKeyRepository
 from app.apikeys.schemas import ApiKeyCreate, ApiKeyUpdate
 from app.db.base import utcnow
+from app.db.locks import SEED_ADMIN, lock_session_transaction
 from app.errors import Invalid
 from app.kit.crud import CrudService
 
@@ -93,7 +94,11 @@ class ApiKeyService(CrudService[ApiKey]):
         return row
 
     async def seed_admin(self, session: AsyncSession, token: str | None) -> str | None:
-        """Ensure an admin key exists. Returns a newly generated key (to print once) or None."""
+        """Ensure an admin key exists. Returns a newly generated key (to print once) or None.
+
+        Under the Postgres lock `SEED_ADMIN` until the session's transaction ends: two
+        processes starting at once on one database would both find no key and both insert."""
+        await lock_session_transaction(session, SEED_ADMIN)
         repo = ApiKeyRepository(session)
         if token:
             if await repo.get_by(key_hash=hash_key(token)) is None:

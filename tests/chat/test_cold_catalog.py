@@ -10,9 +10,7 @@ process's own (`ACTIONS.reads`, `legacy.BUILT`): the live server runs in this pr
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 import uuid
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from tests.chat.test_index_warmup import create_large_connector, index_builds
 from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.live import read_sse, serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
+from tests.fixtures.served import await_ready
 
 SPEC = Path(__file__).parents[1] / "connectors" / "specs" / "train_travel_3_1.json"
 LEGACY = {"connector_tool_mode": "legacy"}
@@ -97,10 +96,7 @@ async def test_after_a_restart_readyz_waits_until_the_agents_tools_are_ready(
             base_url=url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30
         ) as restarted,
     ):
-        deadline = time.monotonic() + 60
-        while (await restarted.get("/readyz")).status_code != 200:
-            assert time.monotonic() < deadline, "/readyz did not answer 200 within 60 s"
-            await asyncio.sleep(0.05)
+        await await_ready(restarted)
         assert ACTIONS.reads[cid] == 1, "ready before the agent's actions were loaded"
         assert legacy.BUILT[cid] == 1, "ready before the agent's tools were built"
         assert await index_builds(restarted) == 0, "ready before the agent's ranker was built"

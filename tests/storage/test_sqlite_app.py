@@ -21,6 +21,7 @@ from app.config import Settings
 from app.db.migrate import upgrade
 from app.main import create_app
 from app.security import crypto
+from tests.fixtures.served import await_ready
 
 KEY_LINE = re.compile(r"^\s+(qv_[A-Za-z0-9_-]{20,})$", re.MULTILINE)
 
@@ -68,7 +69,7 @@ async def test_embedded_default_end_to_end(
     async with running(embedded) as anon:
         [key] = printed_keys(capsys.readouterr().out)
         assert (await anon.get("/api/v1/skills")).status_code == 401
-        assert (await anon.get("/readyz")).json() == {"status": "ready"}
+        await await_ready(anon)
     secret_key = embedded.data_dir / "secret.key"
     assert stat.S_IMODE(secret_key.stat().st_mode) == 0o600
 
