@@ -24,7 +24,7 @@ from app.pipeline.ranker import LexicalRanker
 from app.pipeline.sources import legacy
 from app.tools.cache import DERIVED
 from tests.chat.conftest import CreateAgent, live_settings, unique
-from tests.chat.test_index_warmup import create_large_connector, index_builds
+from tests.chat.test_index_warmup import await_warmed, create_large_connector, index_builds
 from tests.conftest import ADMIN_TOKEN
 from tests.fixtures.live import read_sse, serve_app
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
@@ -83,6 +83,7 @@ async def test_after_a_restart_readyz_waits_until_the_agents_tools_are_ready(
         tool_categories=["connector"],
         model_config_json={**LEGACY, "tool_selection_max": 3},
     )
+    await await_warmed(live)  # the running app's warm-up of the new agent (else it reads too)
     # A new process, as far as these caches go: the restarted worker below starts empty.
     for clear in (ACTIONS.clear, DERIVED.clear, HybridRanker.cache_clear):
         clear()

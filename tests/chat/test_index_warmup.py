@@ -36,6 +36,14 @@ async def index_builds(live: httpx.AsyncClient) -> float:
     raise AssertionError("no quiver_tool_index_builds in /metrics")
 
 
+async def await_warmed(live: httpx.AsyncClient, within_s: float = 60.0) -> None:
+    """Wait until the app's warmer has nothing due or under way (a change woke it)."""
+    deadline = time.monotonic() + within_s
+    while await index_builds(live) > 0:
+        assert time.monotonic() < deadline, f"the warm-up did not end within {within_s} s"
+        await asyncio.sleep(0.1)
+
+
 async def test_the_warm_up_builds_a_large_agents_index_and_says_when_it_is_done(
     live: httpx.AsyncClient, create_agent: CreateAgent
 ) -> None:
@@ -45,10 +53,7 @@ async def test_the_warm_up_builds_a_large_agents_index_and_says_when_it_is_done(
         tool_categories=["connector"],
         model_config_json={"connector_tool_mode": "legacy", "tool_selection_max": 3},
     )
-    deadline = time.monotonic() + 60
-    while await index_builds(live) > 0:  # the agent's creation woke the warmer
-        assert time.monotonic() < deadline, "the warm-up did not end within 60 s"
-        await asyncio.sleep(0.1)
+    await await_warmed(live)  # the agent's creation woke the warmer
     preview = await live.get(
         f"/api/v1/agents/{agent['id']}/toolset", params={"query": "archive the coupon of group 3"}
     )
