@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from app.connectors.catalog import ACTIONS
+from app.db import changes
 from app.main import create_app
 from app.pipeline.hybrid import HybridRanker
 from app.pipeline.ranker import LexicalRanker
@@ -72,6 +73,7 @@ async def test_the_first_chat_after_an_import_reads_and_builds_no_action(
 
 async def test_after_a_restart_readyz_waits_until_the_agents_tools_are_ready(
     request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
     live: httpx.AsyncClient,
     create_agent: CreateAgent,
     scripted_llm: ScriptedLLM,
@@ -84,7 +86,11 @@ async def test_after_a_restart_readyz_waits_until_the_agents_tools_are_ready(
         model_config_json={**LEGACY, "tool_selection_max": 3},
     )
     await await_warmed(live)  # the running app's warm-up of the new agent (else it reads too)
-    # A new process, as far as these caches go: the restarted worker below starts empty.
+    # A new process, as far as these caches go: the restarted worker below starts empty, and
+    # the running app no longer hears its changes (in one process they share the listeners:
+    # the restarted worker's listener, coming up, would wake the running app's warmer too,
+    # whose read of the emptied actions was a second read, seen in CI).
+    monkeypatch.setattr(changes, "_listeners", [])
     for clear in (ACTIONS.clear, DERIVED.clear, HybridRanker.cache_clear):
         clear()
     LexicalRanker.cache_clear()
