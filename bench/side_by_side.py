@@ -21,7 +21,8 @@ ratios per round:
 
 Targets (issue #33): first token p50 at 200 started at once ≤ B2's, with either model; CPU per
 run ≤ B2's at 50 and at 200; time to first token alone ≤ direct + 3 ms with the immediate
-model; 0 errors. Run: `python -m bench.side_by_side [--quick] [--rounds N] [--levels 50,200]`.
+model; 0 errors. Run: `python -m bench.side_by_side [--quick] [--rounds N] [--levels 50,200]`
+(`--levels ""`: the time to first token alone, no bursts).
 """
 
 from __future__ import annotations
@@ -227,7 +228,9 @@ async def _run(
             targets.append(await quiver(stack, llm, f"Quiver@{root.name}", root))
         if exe:
             targets.append(await stack.enter_async_context(litellm(llm, exe)))
-        limits = httpx.Limits(max_connections=max(levels) + 50, max_keepalive_connections=50)
+        limits = httpx.Limits(
+            max_connections=max(levels, default=0) + 50, max_keepalive_connections=50
+        )
         client = await stack.enter_async_context(
             httpx.AsyncClient(timeout=httpx.Timeout(120.0, pool=120.0), limits=limits)
         )
@@ -270,7 +273,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round, 10 TTFT calls")
     parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--levels", default=",".join(map(str, LEVELS)))
+    parser.add_argument(
+        "--levels",
+        default=",".join(map(str, LEVELS)),
+        help='runs started at once; "" for the time to first token alone',
+    )
     parser.add_argument("--models", default=",".join(MODELS), help="immediate,delayed")
     parser.add_argument("--ttft-calls", type=int, default=None, help="per round, path and model")
     parser.add_argument("--seed", type=int, default=None, help="the shuffles' seed")
