@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
 from typing import Any
 
 from app.audit.models import ToolCall
@@ -13,6 +14,49 @@ from app.tools.base import CallContext, ToolDef, ToolResult
 
 AUDIT_KINDS = ("connector", "database", "mcp", "skill", "knowledge", "agent", "builtin")
 _ERROR_CHARS = 2000
+
+
+@dataclass(slots=True, kw_only=True)
+class AuditRow:
+    """One `tool_calls` row as plain values, built as the call ends.
+
+    The row is made on the call's own path (an MCP endpoint call's answer waits for the write
+    that carries it), where an ORM object would cost ~18 µs to make and more to read back; it
+    is stored as arrays (Postgres), as column values (the SQLite journal) or as a `ToolCall`
+    (`to_orm`, the other stores). `id` is set once, before its first write (`with_id`): a
+    batch sent again after a dropped connection stores it once (`ON CONFLICT (id)`).
+    """
+
+    run_id: uuid.UUID | None
+    call_id: str | None
+    api_key_id: uuid.UUID | None
+    user: str | None
+    agent_id: uuid.UUID | None
+    kind: str
+    name: str
+    target: str | None
+    arguments: dict[str, Any]
+    ok: bool
+    error: str | None
+    latency_ms: float
+    created_at: datetime
+    id: uuid.UUID | None = None
+
+    def with_id(self) -> AuditRow:
+        if self.id is None:
+            self.id = uuid.uuid4()
+        return self
+
+    def values(self) -> dict[str, Any]:
+        """Column name → value (its `id` set)."""
+        self.with_id()
+        return {name: getattr(self, name) for name in COLUMNS}
+
+    def to_orm(self) -> ToolCall:
+        return ToolCall(**self.values())
+
+
+COLUMNS = tuple(f.name for f in fields(AuditRow))
 
 
 def _uuid(value: str | None) -> uuid.UUID | None:
@@ -44,14 +88,14 @@ def tool_call_row(
     result: ToolResult,
     ctx: CallContext,
     latency_ms: float,
-) -> ToolCall:
+) -> AuditRow:
     """`step` is the progress tracker's step id for the call (its target); without one, the
     result's step or the tool's own target. Built as the call ends: `created_at` is when it
     started (now less its latency), `call_id` the id its `tool_call` event carries."""
     step = step or result.step or (tool.target if tool is not None else None)
     args = redact(arguments) if isinstance(arguments, dict) else {"raw": redact(arguments)}
     error = redact_text(result.error or "error")[:_ERROR_CHARS] if not result.ok else None
-    return ToolCall(
+    return AuditRow(
         call_id=call_id[:128] if call_id else None,
         created_at=utcnow() - timedelta(milliseconds=latency_ms),
         run_id=_uuid(ctx.run_id),

@@ -7,16 +7,14 @@ call of a quiet session is a batch of its own). Other stores go through a sessio
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.audit.models import ToolCall
+from app.audit.record import AuditRow
 from app.db import storable
-from app.db.base import utcnow
 from app.db.batch_sink import BatchSink
 from app.db.pgconn import DedicatedConnection
 
@@ -24,7 +22,7 @@ from app.db.pgconn import DedicatedConnection
 class ToolAuditBackend(Protocol):
     """What a run's tool phase calls to audit a call (implemented by `ToolCallSink`)."""
 
-    def record(self, row: ToolCall) -> None: ...
+    def record(self, row: AuditRow) -> None: ...
 
 
 def insert_tool_calls_sql(first: int) -> str:
@@ -51,26 +49,16 @@ ON CONFLICT (id) DO NOTHING
 _INSERT = insert_tool_calls_sql(1)
 
 
-def _fill_defaults(batch: Sequence[ToolCall]) -> None:
-    now = utcnow()
-    for row in batch:  # what the ORM would fill in at flush
-        row.id = row.id or uuid.uuid4()
-        row.created_at = row.created_at or now
-
-
-def tool_call_values(batch: Sequence[ToolCall]) -> list[dict[str, Any]]:
+def tool_call_values(batch: Sequence[AuditRow]) -> list[dict[str, Any]]:
     """The rows as column values for a Core INSERT (the SQLite journal writer's audit rows)."""
-    _fill_defaults(batch)
-    columns = [c.key for c in ToolCall.__table__.columns]
-    return [{c: getattr(row, c) for c in columns} for row in batch]
+    return [row.values() for row in batch]
 
 
-def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:
+def tool_call_arrays(batch: Sequence[AuditRow]) -> tuple[Any, ...]:
     """The rows as 14 arrays, in the order of `_INSERT`'s `unnest` (also used by the journal
     batch, which stores an MCP session's audit rows with its events)."""
-    _fill_defaults(batch)
     return (
-        [r.id for r in batch],
+        [r.with_id().id for r in batch],
         [r.run_id for r in batch],
         [r.api_key_id for r in batch],
         [r.user for r in batch],
@@ -78,16 +66,16 @@ def tool_call_arrays(batch: Sequence[ToolCall]) -> tuple[Any, ...]:
         [r.kind for r in batch],
         [r.name for r in batch],
         [r.target for r in batch],
-        [storable.json_text(r.arguments or {}) for r in batch],
-        [bool(r.ok) for r in batch],
+        [storable.json_text(r.arguments) for r in batch],
+        [r.ok for r in batch],
         [r.error for r in batch],
-        [float(r.latency_ms or 0.0) for r in batch],
+        [r.latency_ms for r in batch],
         [r.created_at for r in batch],
         [r.call_id for r in batch],
     )
 
 
-class ToolCallSink(BatchSink[ToolCall]):
+class ToolCallSink(BatchSink[AuditRow]):
     label = "tool-call audit"
 
     def __init__(
@@ -97,9 +85,9 @@ class ToolCallSink(BatchSink[ToolCall]):
         super().__init__(sessionmaker)
         self._fast = DedicatedConnection(dsn) if dsn else None
 
-    async def store(self, batch: list[ToolCall]) -> None:
+    async def store(self, batch: list[AuditRow]) -> None:
         if self._fast is None:
-            await self.insert(batch)
+            await self.insert([row.to_orm() for row in batch])
             return
         args = tool_call_arrays(batch)
         try:

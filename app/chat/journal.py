@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.audit.models import ToolCall
+from app.audit.record import AuditRow
 from app.chat.hub import CHANNEL, RunHub
 from app.chat.pgwrite import JournalConnection, Settle
 from app.chat.repository import ConversationRepository, JournalRepository, RunRepository
@@ -51,7 +51,7 @@ class _Pending:
     kind: str
     data: dict[str, Any]
     also: Also | None
-    audit: Sequence[ToolCall] = ()
+    audit: Sequence[AuditRow] = ()
     """Tool-call audit rows stored in the same write (an MCP session's calls)."""
     done: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -145,7 +145,7 @@ class JournalBatcher:
         kind: str,
         data: dict[str, Any],
         also: Also | None,
-        audit: Sequence[ToolCall] = (),
+        audit: Sequence[AuditRow] = (),
     ) -> asyncio.Future[None]:
         """Queue one event; the future resolves once it is committed (or fails as storing it did).
         Events are committed in the order they were queued."""
@@ -243,7 +243,7 @@ class JournalBatcher:
             return
         async with self._sessionmaker() as session:
             await JournalRepository(session).insert([p.row() for p in batch])
-            session.add_all([row for p in batch for row in p.audit])
+            session.add_all([row.to_orm() for p in batch for row in p.audit])
             for pending in batch:
                 if isinstance(pending.also, Settle):
                     await settle_in_session(session, pending.also)
@@ -329,7 +329,7 @@ class JournalWriter:
         return JournalUnavailable(f"run {self.run_id} was not stored")
 
     def submit(
-        self, event: RunEvent, *, also: Also | None = None, audit: Sequence[ToolCall] = ()
+        self, event: RunEvent, *, also: Also | None = None, audit: Sequence[AuditRow] = ()
     ) -> tuple[int, RunEvent, asyncio.Future[None]]:
         """Number, redact and queue one event: (seq, redacted event, committed future).
 

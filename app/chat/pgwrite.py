@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.audit.models import ToolCall
+from app.audit.record import AuditRow
 from app.audit.sink import insert_tool_calls_sql, tool_call_arrays
 from app.db import storable
 from app.db.base import utcnow
@@ -116,7 +116,7 @@ def batch_args(
     events: Sequence[tuple[uuid.UUID, int, str, dict[str, Any]]],
     settles: Sequence[Settle],
     channel: str,
-    audit: Sequence[ToolCall] = (),
+    audit: Sequence[AuditRow] = (),
 ) -> tuple[Any, ...]:
     msgs = [
         (s.conversation_id, s.run_id, i, m)
@@ -162,7 +162,7 @@ class JournalConnection:
         events: Sequence[tuple[uuid.UUID, int, str, dict[str, Any]]],
         settles: Sequence[Settle],
         channel: str,
-        audit: Sequence[ToolCall] = (),
+        audit: Sequence[AuditRow] = (),
     ) -> None:
         """One batch in one statement: events, final states, audit rows that go with them,
         one `NOTIFY` per run."""

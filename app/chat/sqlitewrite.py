@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from app.audit.models import ToolCall
+from app.audit.record import AuditRow
 from app.audit.sink import tool_call_values
 from app.chat.repository import RawBatch
 from app.config import Settings
@@ -31,7 +31,7 @@ class SqliteJournal:
         """The writer thread's connection (the pool's, with the store's pragmas), kept."""
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quiver-journal")
 
-    async def write(self, rows: list[dict[str, Any]], audit: Sequence[ToolCall]) -> None:
+    async def write(self, rows: list[dict[str, Any]], audit: Sequence[AuditRow]) -> None:
         """Store the events (`run_id`, `seq`, `kind`, `data` each) and audit rows, committed."""
         values = tool_call_values(audit)
         loop = asyncio.get_running_loop()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.approvals.gate import ApprovalGate
-from app.audit.models import ToolCall
+from app.audit.record import AuditRow
 from app.chat.steps import PhaseResult
 from app.events import RunEvent, ToolCallEvent, ToolResultEvent, ToolsLoaded
 from app.llm.types import ChatMessage, ToolCallRequest
@@ -37,7 +37,7 @@ async def run_call(
     arguments: dict[str, Any],
     *,
     gate: ApprovalGate | None,
-    audit_sink: Callable[[ToolCall], None],
+    audit_sink: Callable[[AuditRow], None],
 ) -> CallOutcome:
     """Run one call on the session (in call order); a call that needs a person's approval
     asks `gate` (the client's elicitation), or fails without it. Audit rows ride the call's
@@ -64,7 +64,7 @@ async def _run_locked(
     name: str,
     arguments: dict[str, Any],
     gate: ApprovalGate | None,
-    audit_sink: Callable[[ToolCall], None],
+    audit_sink: Callable[[AuditRow], None],
     stored: list[asyncio.Future[None]],
 ) -> CallOutcome:
     """The call under the session's lock; `stored` gets the futures of its journal writes."""
@@ -76,7 +76,7 @@ async def _run_locked(
     messages: list[ChatMessage] = []
     events: list[RunEvent] = []
     held: list[RunEvent] = []
-    audited: list[ToolCall] = []
+    audited: list[AuditRow] = []
     timer: asyncio.TimerHandle | None = None
 
     def submit() -> None:  # queued in order, the held ones first
@@ -123,8 +123,8 @@ def _release_after(lock: asyncio.Lock, pending: list[asyncio.Future[Any]]) -> No
 
 def _stored(
     stored: list[asyncio.Future[None]],
-    audited: list[ToolCall],
-    audit_sink: Callable[[ToolCall], None],
+    audited: list[AuditRow],
+    audit_sink: Callable[[AuditRow], None],
 ) -> asyncio.Future[Any]:
     """One future for the call's writes; when they fail, the call's audit rows are recorded
     apart (the call ran: its audit row is kept all the same), whoever waits or not."""

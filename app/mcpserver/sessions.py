@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.approvals.gate import ApprovalGate
-from app.audit.models import ToolCall
+from app.audit.record import AuditRow
 from app.chat.journal import JournalWriter
 from app.chat.models import Run
 from app.chat.runner import RunManager
@@ -346,7 +346,7 @@ class McpSessions:
                 caller = Caller(agent=state.agent, principal=state.principal)
                 state = await self.open(state.session_id, caller)
 
-    def _audit_sink(self, row: ToolCall) -> None:
+    def _audit_sink(self, row: AuditRow) -> None:
         sink = self.runs.backends.tool_audit
         if sink is not None:
             sink.record(row)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.agents.models import Agent
-from app.audit.models import ToolCall
+from app.audit.record import AuditRow
 from app.chat.journal import JournalWriter
 from app.chat.runner import RunManager
 from app.chat.tool_phase import ToolPhase
@@ -66,12 +66,12 @@ class HeldAudit:
     (one write instead of a write of their own)."""
 
     def __init__(self) -> None:
-        self.rows: list[ToolCall] = []
+        self.rows: list[AuditRow] = []
 
-    def record(self, row: ToolCall) -> None:
+    def record(self, row: AuditRow) -> None:
         self.rows.append(row)
 
-    def take(self) -> list[ToolCall]:
+    def take(self) -> list[AuditRow]:
         rows, self.rows = self.rows, []
         return rows
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.audit.models import ToolCall
-from app.audit.record import tool_call_row
+from app.audit.record import AuditRow, tool_call_row
 from app.audit.sink import ToolCallSink
 from app.chat.pgwrite import asyncpg_dsn
 from app.config import Settings
@@ -35,7 +35,7 @@ COLUMNS = (
 )
 
 
-def _rows(run_id: uuid.UUID) -> list[ToolCall]:
+def _rows(run_id: uuid.UUID) -> list[AuditRow]:
     ctx = CallContext(run_id=str(run_id), agent_id=str(uuid.uuid4()), user="ann")
     ok = tool_call_row(
         call_id="call_1",
