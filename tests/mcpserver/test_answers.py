@@ -13,10 +13,15 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.server._otel import OpenTelemetryMiddleware as SdkSpan
+from starlette.routing import Mount
 
 from app.config import Settings
+from app.main import create_app
+from app.mcpserver.endpoint import McpEndpoint
 from app.mcpserver.transport import JSON_WAIT_S
 from tests.conftest import ADMIN_TOKEN
+from tests.fixtures.live import serve_app
 from tests.fixtures.served import INITIALIZE
 from tests.mcp.servers import HttpMcpServer
 from tests.mcpserver.test_endpoint import MCP_HEADERS, make_key, post, unique
@@ -138,3 +143,24 @@ async def test_a_session_refuses_another_key_and_ends_for_good(
         assert (run["kind"], run["status"]) == ("mcp_session", "completed")
         calls = (await http.get("/api/v1/tool-calls", params={"run_id": run["id"]})).json()
         assert calls["total"] == 3  # audited, the refused calls not
+
+
+async def test_with_tracing_off_the_endpoint_leaves_out_the_sdks_span(
+    committing_settings: Settings,
+) -> None:
+    """The SDK wraps every request in an OpenTelemetry span; without a tracer provider it
+    records nothing, so the endpoint leaves it out (tests/ops/test_tracing.py: kept when
+    tracing is on). Calls are answered all the same."""
+    assert not committing_settings.tracing_enabled
+    app = create_app(committing_settings)
+    async with serve_app(app) as url:
+        (endpoint,) = [r.app for r in app.routes if isinstance(r, Mount) and r.path == "/mcp"]
+        assert isinstance(endpoint, McpEndpoint)
+        assert not [m for m in endpoint.server.middleware if isinstance(m, SdkSpan)]
+        async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=30) as admin:
+            name = (await post(admin, "agents", {"name": unique("untraced")}))["name"]
+            headers = await opened(admin, f"/mcp/agents/{name}")
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            listed = await admin.post(f"/mcp/agents/{name}", json=listing, headers=headers)
+            assert listed.status_code == 200, listed.text
+            assert "tools" in listed.json()["result"]

@@ -25,7 +25,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
-from tests.fixtures.served import ADMIN_TOKEN, Served, clean_env, quiver_serve
+from tests.fixtures.served import ADMIN_TOKEN, INITIALIZE, Served, clean_env, quiver_serve
 from tests.fixtures.threaded_server import ThreadedServer
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -234,3 +234,32 @@ def test_traces_exporter_none_turns_tracing_off(tmp_path: Path, receiver: OtlpRe
         assert "event: run_finished" in stream
         time.sleep(0.5)
     assert receiver.spans == []
+
+
+def _list_tools_at_the_endpoint(served: Served) -> str:
+    """`initialize`, then `tools/list` on agent `plain`'s MCP endpoint; the listing's text."""
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(headers=auth, timeout=30) as http:
+        made = http.post(f"{served.base_url}/api/v1/agents", json={"name": "plain"})
+        made.raise_for_status()
+        url = f"{served.base_url}/mcp/agents/plain"
+        headers = {"Accept": "application/json, text/event-stream"}
+        opened = http.post(url, json=INITIALIZE, headers=headers)
+        opened.raise_for_status()
+        headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        listed = http.post(url, json=listing, headers=headers)
+        listed.raise_for_status()
+        return listed.text
+
+
+@pytest.mark.timeout(120)
+def test_the_mcp_sdk_span_of_an_endpoint_request_is_kept_with_tracing_on(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    """The endpoint drops the SDK's span per request only while tracing is off (then it
+    records nothing: tests/mcpserver/test_answers.py); with tracing on it stays."""
+    with ScriptedLLM() as llm, _serve(tmp_path, llm, receiver.url) as served:
+        assert '"tools"' in _list_tools_at_the_endpoint(served)
+        (span,) = receiver.wait_for("tools/list")
+    assert span["attributes"]["mcp.method.name"] == "tools/list"
