@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.audit import record
 from app.audit.models import ToolCall
 from app.audit.record import AuditRow, tool_call_row
 from app.audit.sink import ToolCallSink
@@ -210,3 +211,13 @@ async def test_the_sqlite_journal_writer_stores_what_the_session_path_stores(
         assert stored[0] == stored[1]
     finally:
         await engine.dispose()
+
+
+def test_an_audit_row_has_every_column_of_the_table() -> None:
+    """`AuditRow` is written as arrays, column values or an ORM object: a column added to
+    `tool_calls` must be added to it too, or it would be left out of every write."""
+    assert set(record.COLUMNS) == {c.key for c in ToolCall.__table__.columns}
+    row = _rows(uuid.uuid4())[0]
+    assert {c.key: getattr(row.to_orm(), c.key) for c in ToolCall.__table__.columns} == (
+        row.values()
+    )
