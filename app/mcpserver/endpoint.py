@@ -1,10 +1,11 @@
 """`/mcp/agents/{agent_name}`: an agent's tool set over MCP streamable HTTP.
 
-The MCP SDK's low-level `Server` and `StreamableHTTPSessionManager` serve the protocol; this
-module authenticates the bearer key, finds the agent (404 before any MCP exchange), and
-hands `tools/list` / `tools/call` to `McpSessions`. The endpoint speaks the session
-(`initialize`) protocol versions: a session is what a run is to the journal. The stateless
-revision (2026-07-28) is refused with -32022 naming those versions (`wire.protocol_refusal`).
+The MCP SDK's low-level `Server` and `StreamableHTTPSessionManager` serve the protocol (as
+`manager.py` adapts them); this module authenticates the bearer key, finds the agent (404
+before any MCP exchange), and hands `tools/list` / `tools/call` to `McpSessions`. The
+endpoint speaks the session (`initialize`) protocol versions: a session is what a run is to
+the journal. The stateless revision (2026-07-28) is refused with -32022 naming those
+versions (`wire.protocol_refusal`).
 
 Sessions outlive the process that opened them: the session id names the session's run, and a
 request for a session this process does not hold gets a transport resumed under that id (its
@@ -15,28 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import mcp_types as types
-from anyio.abc import TaskStatus
 from fastapi import FastAPI
-from mcp.server._otel import OpenTelemetryMiddleware as _SdkSpan
-from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import NotificationOptions, Server
-from mcp.server.models import InitializationOptions
-from mcp.server.runner import serve_connection
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-from mcp.shared.transport_context import TransportContext
-from mcp_types import DEFAULT_NEGOTIATED_VERSION
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
@@ -51,152 +40,23 @@ from app.mcpserver import wire
 from app.mcpserver.approval import ElicitationGate, supports_elicitation
 from app.mcpserver.holds import SessionBusy
 from app.mcpserver.listings import Listings
+from app.mcpserver.manager import (
+    AgentServer,
+    SessionManager,
+    opening_instructions,
+    opening_session_id,
+    sdk_middleware,
+)
 from app.mcpserver.oauth import bearer_principal, challenge
 from app.mcpserver.resources import Resources
 from app.mcpserver.sessions import McpSessions
 from app.mcpserver.state import Caller, McpSession, parse_session_id
-from app.mcpserver.transport import AnswerFirstTransport, answer_after
-from app.ops import tracing
+from app.mcpserver.transport import answer_after
 from app.runtime import Runtime
 
 logger = logging.getLogger("quiver.mcp_server")
 _AGENT_PATH = re.compile(r"/agents/([^/]+)/?$")
 _STATE_KEY = "quiver_mcp"
-_instructions: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "quiver_mcp_instructions", default=None
-)
-"""The agent's instructions for the `initialize` answer of the session being opened."""
-_new_session_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "quiver_mcp_new_session", default=None
-)
-"""The id of the session being opened (named after its run)."""
-
-
-class _AgentServer(Server[Any]):
-    """One server for every agent: `initialize` answers with the opening agent's prompt."""
-
-    def create_initialization_options(
-        self,
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-    ) -> InitializationOptions:
-        options = super().create_initialization_options(
-            notification_options
-            or NotificationOptions(
-                tools_changed=True, prompts_changed=True, resources_changed=True
-            ),
-            experimental_capabilities,
-            extensions,
-        )
-        return options.model_copy(update={"instructions": _instructions.get()})
-
-
-class _SessionManager(StreamableHTTPSessionManager):
-    """Names sessions after their runs, resumes sessions opened elsewhere, and tells
-    `McpSessions` however a session's transport ends here (DELETE, idle timeout, shutdown)."""
-
-    def __init__(
-        self, server: Server[Any], sessions: McpSessions, idle_s: float, max_body: int
-    ) -> None:
-        # The app's own body limit (`RequestGuard`, 413 with the usual body) is the only one.
-        super().__init__(server, session_idle_timeout=idle_s, max_request_body_size=max_body + 1)
-        self.quiver_sessions = sessions
-        self._resuming: dict[str, asyncio.Event] = {}
-        """Transports being resumed, set once connected (a request for one waits)."""
-
-    def holds(self, session_id: str) -> bool:
-        return session_id in self._server_instances
-
-    def connecting(self, session_id: str) -> bool:
-        return session_id in self._resuming
-
-    def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
-        """The SDK's, with this endpoint's transport under the id of the session's run."""
-        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
-            return None
-        session_id = _new_session_id.get() or uuid.uuid4().hex
-        transport = AnswerFirstTransport(
-            mcp_session_id=session_id,
-            is_json_response_enabled=self.json_response,
-            event_store=self.event_store,
-            security_settings=self.security_settings,
-            retry_interval=self.retry_interval,
-            idle_timeout=self.session_idle_timeout,
-        )
-        if requestor is not None:
-            self._session_owners[session_id] = requestor
-        self._server_instances[session_id] = transport
-        return transport
-
-    async def resume(self, session_id: str, protocol_version: str | None, elicits: bool) -> None:
-        """Serve a session opened by another process (or before a restart) from now on: a
-        transport under its id whose connection starts out initialized, with the client's
-        capabilities as the session id carries them. A request that comes while another one's
-        transport is still connecting waits for it (it would find no stream to write to)."""
-        async with self._session_creation_lock:
-            connecting = self._resuming.get(session_id)
-            held = session_id in self._server_instances
-            if not held:
-                transport = AnswerFirstTransport(
-                    mcp_session_id=session_id,
-                    is_json_response_enabled=self.json_response,
-                    security_settings=self.security_settings,
-                    idle_timeout=self.session_idle_timeout,
-                )
-                self._server_instances[session_id] = transport
-                self._resuming[session_id] = asyncio.Event()
-        if held:
-            if connecting is not None:
-                await connecting.wait()
-            return
-        version = protocol_version or DEFAULT_NEGOTIATED_VERSION
-        capabilities = types.ClientCapabilities(
-            elicitation=types.ElicitationCapability() if elicits else None
-        )
-
-        async def run_server(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-            async with transport.connect() as (read_stream, write_stream):
-                task_status.started()
-                try:
-                    idle_scope = transport.idle_scope or anyio.CancelScope()
-                    with idle_scope:
-                        dispatcher: JSONRPCDispatcher[TransportContext] = JSONRPCDispatcher(
-                            read_stream, write_stream, inline_methods=frozenset({"initialize"})
-                        )
-                        connection = Connection.for_loop(
-                            dispatcher, session_id=session_id, protocol_version_hint=version
-                        )
-                        connection.client_params = types.InitializeRequestParams(
-                            protocol_version=version,
-                            capabilities=capabilities,
-                            client_info=types.Implementation(name="resumed", version="0"),
-                        )
-                        connection.initialized.set()
-                        await serve_connection(
-                            self.app,
-                            dispatcher,
-                            connection=connection,
-                            lifespan_state=self._lifespan_state,
-                        )
-                except Exception:
-                    logger.exception("resumed MCP session %s crashed", session_id[:64])
-                finally:
-                    await self._discard_session(session_id, transport)
-
-        task_group: Any = self._task_group  # set while the manager runs
-        try:
-            await task_group.start(run_server)
-        finally:
-            self._resuming.pop(session_id).set()
-
-    async def _discard_session(
-        self, session_id: str, transport: StreamableHTTPServerTransport
-    ) -> None:
-        held = self._server_instances.get(session_id) is transport
-        await super()._discard_session(session_id, transport)
-        if held:
-            await self.quiver_sessions.ended_here(session_id)
 
 
 class McpEndpoint:
@@ -204,7 +64,7 @@ class McpEndpoint:
 
     def __init__(self, app: FastAPI) -> None:
         self.app = app
-        self.server = _AgentServer(
+        self.server = AgentServer(
             "quiver",
             version="0.1.0",
             on_list_tools=self._list_tools,
@@ -215,7 +75,7 @@ class McpEndpoint:
             on_read_resource=self._read_resource,
         )
         self.sessions: McpSessions | None = None
-        self.manager: _SessionManager | None = None
+        self.manager: SessionManager | None = None
         self.listings: Listings | None = None
 
     @contextlib.asynccontextmanager
@@ -227,10 +87,8 @@ class McpEndpoint:
         """
         sessions = McpSessions(runtime.runs)
         settings = runtime.settings
-        if not tracing.enabled():  # the SDK's span per request records nothing: ~9 µs saved
-            chain = self.server.middleware
-            self.server.middleware = [m for m in chain if not isinstance(m, _SdkSpan)]
-        manager = _SessionManager(
+        self.server.middleware = sdk_middleware(self.server.middleware)
+        manager = SessionManager(
             self.server, sessions, settings.mcp_session_idle_s, settings.max_body_bytes
         )
         ready, stop = asyncio.Event(), asyncio.Event()
@@ -286,7 +144,7 @@ class McpEndpoint:
             self.sessions.leave(entered)
 
     async def _serve(
-        self, manager: _SessionManager, caller: Caller, scope: Scope, receive: Receive, send: Send
+        self, manager: SessionManager, caller: Caller, scope: Scope, receive: Receive, send: Send
     ) -> None:
         assert self.sessions is not None
         scope.setdefault("state", {})[_STATE_KEY] = caller
@@ -347,13 +205,13 @@ class McpEndpoint:
                 opened = True
             await send(message)
 
-        instructions = _instructions.set(state.toolset.system_prompt or None)
-        named = _new_session_id.set(state.session_id)
+        prompt = opening_instructions.set(state.toolset.system_prompt or None)
+        named = opening_session_id.set(state.session_id)
         try:
             await self.manager.handle_request(scope, receive, send_opening)
         finally:
-            _new_session_id.reset(named)
-            _instructions.reset(instructions)
+            opening_session_id.reset(named)
+            opening_instructions.reset(prompt)
             if not opened:  # no session came of it: its run ends at once
                 await sessions.drop(state)
 
