@@ -13,6 +13,7 @@ from app.chat.active import ActiveRun, Published
 from app.chat.deps import RunHubDep, RunManagerDep
 from app.chat.schemas import CancelResult, ChatRequest, ConversationRead
 from app.chat.service import get_conversation
+from app.chat.sse import LiveStreamResponse
 from app.chat.streams import ensure_run, live_stream, replay_stream
 from app.config import Settings
 from app.db.session import SessionDep, SessionmakerDep
@@ -83,7 +84,7 @@ def run_stream(
         "X-Run-Id": str(active.run_id),
         "X-Conversation-Id": str(active.conversation_id),
     }
-    return StreamingResponse(
+    return LiveStreamResponse(
         live_stream(active, queue, ping_s=settings.sse_ping_s),
         media_type="text/event-stream",
         headers=headers,

@@ -161,7 +161,10 @@ class RunManager:
             self.liveness.unclaim(start.run_id)
         if stored is not None:
             try:
-                await asyncio.shield(stored)
+                # Awaited as it is, not shielded (a shield is one more loop turn before the
+                # answer, tens of ms in a burst of starts): a request that goes away cancels
+                # `stored` too, and the run, which waits for it, is stopped all the same.
+                await stored
             except BaseException:
                 # Not stored (or the request went away meanwhile): the run does not go on. If
                 # the write did commit after all, the heartbeat closes the run as lost.

@@ -15,6 +15,7 @@ from app.chat.active import ActiveRun, Published
 from app.chat.router import SSE_HEADERS
 from app.chat.runner import RunManager
 from app.chat.schemas import ChatRequest
+from app.chat.sse import LiveStreamResponse
 from app.chat.streams import live_events
 from app.errors import NotFound
 from app.openai_api.answer import Meta, collect, stream_chunks
@@ -79,7 +80,7 @@ async def complete(
     headers = {"X-Run-Id": str(active.run_id), "X-Conversation-Id": str(active.conversation_id)}
     if body.stream:
         chunks = _stopping(active, queue, meta, include_usage=body.include_usage, ping_s=ping_s)
-        return StreamingResponse(
+        return LiveStreamResponse(
             chunks, media_type="text/event-stream", headers={**SSE_HEADERS, **headers}
         )
     events = live_events(active, queue, ping_s=ping_s)

@@ -93,3 +93,25 @@ async def test_starts_of_a_deleted_agent_fail(committing_settings: Settings, cou
         assert all(isinstance(r, asyncpg.ForeignKeyViolationError) for r in results)
     finally:
         await starts.aclose()
+
+
+async def test_the_one_waiting_is_told_in_the_writers_own_step(
+    committing_settings: Settings,
+) -> None:
+    """`then` runs as the writer settles the write, not as a done callback a loop turn later
+    (in a burst, that turn is tens of ms before each run's first event)."""
+    dsn = asyncpg_dsn(committing_settings.async_database_url)
+    starts = RunStarts(dsn, size=1)
+    told: list[tuple[bool, str | None]] = []
+
+    def then(write: asyncio.Future[None]) -> None:
+        task = asyncio.current_task()  # None in a done callback
+        told.append((write.done(), task.get_name() if task is not None else None))
+
+    try:
+        stored = starts.submit(new_run(uuid.uuid4(), "no such agent"), then=then)
+        with pytest.raises(asyncpg.ForeignKeyViolationError):
+            await stored
+        assert told == [(True, "run-starts")]
+    finally:
+        await starts.aclose()
