@@ -109,8 +109,8 @@ async def test_after_a_restart_readyz_waits_until_the_agents_tools_are_ready(
         assert await index_builds(restarted) == 0, "ready before the agent's ranker was built"
 
         scripted_llm.script(Turn(text="Archived."))
-        await _chat(restarted, agent["id"], "archive the coupon of group 3")
+        await _chat(restarted, agent["id"], "archive the coupon of the cedar group")
         offered = _offered(scripted_llm)
-        assert any(n.endswith("g3_archive_coupon") for n in offered), offered
+        assert any(n.endswith("cedar_archive_coupon") for n in offered), offered
         assert ACTIONS.reads[cid] == 1
         assert legacy.BUILT[cid] == 1
