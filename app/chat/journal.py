@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, ProgrammingError
@@ -149,15 +150,10 @@ class JournalBatcher:
         """Queue one event; the future resolves once it is committed (or fails as storing it did).
         Events are committed in the order they were queued."""
         pending = _Pending(run_id=run_id, seq=seq, kind=kind, data=data, also=also, audit=audit)
-        self.queue(pending)
-        return pending.done
-
-    def queue(self, pending: _Pending) -> None:
-        """Queue an event made already (one a `JournalWriter` held): its own future is the
-        one the writer settles, in its own step."""
         self._queue.append(pending)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain(), name="journal-batcher")
+        return pending.done
 
     async def _drain(self) -> None:
         while self._queue:
@@ -305,8 +301,7 @@ class JournalWriter:
         after: asyncio.Future[None] | None = None,
     ) -> None:
         """`after`: the write that stores the run itself, still in flight: events submitted
-        before it is done are held, then queued in order (or failed, if it failed) when it
-        settles, or before, by whoever settles it (`release`)."""
+        before it is done are held, then queued in order (or failed, if it failed)."""
         self.run_id = run_id
         self.seq = 0
         self._batcher = batcher
@@ -319,24 +314,16 @@ class JournalWriter:
             after.add_done_callback(self._release)
 
     def _release(self, after: asyncio.Future[None]) -> None:
-        self.release(not after.cancelled() and after.exception() is None)
-
-    def release(self, stored: bool) -> None:
-        """The run was stored (or not): queue the events held meanwhile (or fail them).
-
-        The run start store calls it in its writer's step, before it settles `after`
-        (`Deferred.store`'s `ready`): as `after`'s done callback it would run a loop turn later,
-        behind the request that waits for `after` and sends the run's first events (tens of
-        ms in a burst, on the way to the run's first delta). Only the first call counts."""
-        if self._held is None:
-            return
-        held, self._held = self._held, None
-        self._unstored = not stored
+        held, self._held = self._held or [], None
+        self._unstored = after.cancelled() or after.exception() is not None
         for pending in held:
             if self._unstored:
                 pending.done.set_exception(self._not_stored())
-            else:
-                self._batcher.queue(pending)
+                continue
+            stored = self._batcher.enqueue(
+                pending.run_id, pending.seq, pending.kind, pending.data, pending.also, pending.audit
+            )
+            stored.add_done_callback(partial(copy_outcome, pending.done))
 
     def _not_stored(self) -> JournalUnavailable:
         return JournalUnavailable(f"run {self.run_id} was not stored")

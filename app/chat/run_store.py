@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -62,16 +62,9 @@ class Deferred(Protocol):
         first event is stored and sent (`RunDeps.stored_first`)."""
         ...
 
-    def store(
-        self,
-        first: FirstEvent | None,
-        stored: asyncio.Future[None],
-        ready: Callable[[bool], None] | None = None,
-    ) -> asyncio.Future[None]:
+    def store(self, first: FirstEvent | None, stored: asyncio.Future[None]) -> asyncio.Future[None]:
         """Store the run with its first event (None: it ended before one). Returns the write;
-        `stored` settles as it does (`NotFound` when the agent was deleted meanwhile).
-        `ready(was_stored)` is called just before `stored` settles, in the same step, so
-        what it starts runs ahead of those waiting for `stored` (`JournalWriter.release`)."""
+        `stored` settles as it does (`NotFound` when the agent was deleted meanwhile)."""
         ...
 
 

@@ -371,28 +371,15 @@ class _Deferred:
     def crowded(self) -> bool:
         return self.starts.pending > 0
 
-    def store(
-        self,
-        first: FirstEvent | None,
-        stored: asyncio.Future[None],
-        ready: Callable[[bool], None] | None = None,
-    ) -> asyncio.Future[None]:
+    def store(self, first: FirstEvent | None, stored: asyncio.Future[None]) -> asyncio.Future[None]:
         new = replace(self.new, event=first)
-        return self.starts.submit(new, then=partial(_settle, stored, self.new.agent_id, ready))
+        return self.starts.submit(new, then=partial(_settle, stored, self.new.agent_id))
 
 
-def _settle(
-    stored: asyncio.Future[None],
-    agent_id: uuid.UUID,
-    ready: Callable[[bool], None] | None,
-    write: asyncio.Future[None],
-) -> None:
-    """Settle `stored` as `write` was, after telling `ready`; a run whose agent is gone
-    (deleted behind a cached copy: no conversation was inserted, the run fails its foreign
-    key) is the caller's 404."""
+def _settle(stored: asyncio.Future[None], agent_id: uuid.UUID, write: asyncio.Future[None]) -> None:
+    """Settle `stored` as `write` was; a run whose agent is gone (deleted behind a cached copy:
+    no conversation was inserted, the run fails its foreign key) is the caller's 404."""
     failed = None if write.cancelled() else write.exception()
-    if ready is not None:
-        ready(not write.cancelled() and failed is None)
     if isinstance(failed, asyncpg.ForeignKeyViolationError) and not stored.done():
         gone = agent_gone(agent_id)
         gone.__cause__ = failed

@@ -295,7 +295,7 @@ class RunManager:
                         deps.stored_first = True
                         deps.first_out = active.first_out
                     seq, clean, data = journal.first(event)
-                    write = deferred.store((event.kind, data), stored, journal.release)
+                    write = deferred.store((event.kind, data), stored)
                     outbox.put_nowait((seq, clean, write))
                     deferred = None
                 else:
