@@ -43,15 +43,17 @@ class LiveStreamResponse(StreamingResponse):
         except StopAsyncIteration:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
-        await send({"type": "http.response.body", "body": _bytes(first), "more_body": True})
+        await send({"type": "http.response.body", "body": self._bytes(first), "more_body": True})
         await super().__call__(scope, receive, send)
 
     async def stream_response(self, send: Send) -> None:
         """What is left of the stream (`__call__` sent its start and first chunk)."""
         async for chunk in self.body_iterator:
-            await send({"type": "http.response.body", "body": _bytes(chunk), "more_body": True})
+            await send(
+                {"type": "http.response.body", "body": self._bytes(chunk), "more_body": True}
+            )
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-
-def _bytes(chunk: str | bytes | memoryview) -> bytes | memoryview:
-    return chunk.encode() if isinstance(chunk, str) else chunk
+    def _bytes(self, chunk: str | bytes | memoryview) -> bytes | memoryview:
+        """A chunk as `StreamingResponse` sends it: text in the response's charset."""
+        return chunk.encode(self.charset) if isinstance(chunk, str) else chunk

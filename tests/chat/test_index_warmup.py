@@ -10,13 +10,7 @@ import time
 import httpx
 
 from tests.chat.conftest import CreateAgent, unique
-
-VERBS = ("list", "get", "create", "update", "delete", "archive", "restore", "export")
-NOUNS = ("invoice", "customer", "refund", "payout", "coupon", "webhook", "ticket", "report")
-GROUPS = ("amber", "birch", "cedar", "maple", "willow")
-"""Groups named by words, not numbers: a tool's name also holds its connector's random name,
-whose pieces move every tool's vector a little; a group told apart by a digit alone ("group 3"
-against "group 1") was ranked first or second by 0.016 depending on those pieces."""
+from tests.pipeline.test_index_builds import GROUPS, NOUNS, VERBS
 
 
 async def create_large_connector(live: httpx.AsyncClient) -> httpx.Response:
