@@ -1,6 +1,12 @@
-"""LlmClient overhead vs raw httpx streaming against the scripted OpenAI-compatible server.
+"""LlmClient overhead vs raw streaming against the scripted OpenAI-compatible server.
 
-Measures time-to-first-token (first text delta) and total time per call, p50/p95 over N calls.
+Measures time-to-first-token (first text delta), total time and this process's CPU per call,
+p50/p95 over N calls, the paths interleaved call by call:
+- `raw_aiohttp`: aiohttp reading the SSE lines itself (the floor of the client's transport);
+- `raw_httpx`: httpx with its default transport (httpcore, h11) reading them itself;
+- `llm_client`: `LlmClient` on its own transport (`app/llm/transport.py`: httpx on aiohttp);
+- `llm_client_httpx_default`: `LlmClient` given an httpx client on httpx's default transport;
+- `llm_client_3_tool_calls`: its own transport, a reply of three tool calls.
 Run: `.venv/bin/python -m bench.llm_stream`.
 """
 
@@ -17,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import aiohttp
 import httpx
 
 from app.llm.client import LlmClient
@@ -41,22 +48,37 @@ async def via_client(client: LlmClient) -> Timing:
     return first, time.perf_counter() - start, time.process_time() - cpu
 
 
-async def via_raw(http: httpx.AsyncClient, url: str) -> Timing:
-    body = {
-        "model": "bench",
-        "messages": [m.to_openai() for m in MESSAGES],
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+BODY = {
+    "model": "bench",
+    "messages": [m.to_openai() for m in MESSAGES],
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
+
+
+def _first_text(line: str) -> bool:
+    if not line.startswith("data: ") or line == "data: [DONE]":
+        return False
+    choices = json.loads(line[6:])["choices"]
+    return bool(choices and choices[0]["delta"].get("content"))
+
+
+async def via_aiohttp(session: aiohttp.ClientSession, url: str) -> Timing:
     start, cpu = time.perf_counter(), time.process_time()
     first = float("nan")
-    async with http.stream("POST", url, json=body) as response:
+    async with session.post(url, json=BODY) as response:
+        async for raw in response.content:
+            if _first_text(raw.decode().rstrip("\r\n")) and first != first:
+                first = time.perf_counter() - start
+    return first, time.perf_counter() - start, time.process_time() - cpu
+
+
+async def via_raw(http: httpx.AsyncClient, url: str) -> Timing:
+    start, cpu = time.perf_counter(), time.process_time()
+    first = float("nan")
+    async with http.stream("POST", url, json=BODY) as response:
         async for line in response.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            choices = chunk["choices"]
-            if first != first and choices and choices[0]["delta"].get("content"):
+            if _first_text(line) and first != first:
                 first = time.perf_counter() - start
     return first, time.perf_counter() - start, time.process_time() - cpu
 
@@ -103,46 +125,37 @@ def cli_server(*args: str) -> Iterator[str]:
             proc.communicate(timeout=10)
 
 
+def _client(base_url: str, http: httpx.AsyncClient | None = None) -> LlmClient:
+    return LlmClient(
+        base_url=base_url, api_key="bench", model="bench", timeout_s=30, max_retries=0, http=http
+    )
+
+
 async def _run(calls: int) -> dict[str, Any]:
     results: dict[str, Any] = {"calls": calls}
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient() as http, aiohttp.ClientSession() as session:
         with cli_server("--reply", TEXT) as base_url:
-            client = LlmClient(
-                base_url=base_url,
-                api_key="bench",
-                model="bench",
-                timeout_s=30,
-                max_retries=0,
-                http=http,
-            )
             url = f"{base_url}/chat/completions"
+            own, on_httpx = _client(base_url), _client(base_url, http)
             results.update(
                 await measure(
                     {
+                        "raw_aiohttp": lambda: via_aiohttp(session, url),
                         "raw_httpx": lambda: via_raw(http, url),
-                        "llm_client": lambda: via_client(client),
+                        "llm_client": lambda: via_client(own),
+                        "llm_client_httpx_default": lambda: via_client(on_httpx),
                     },
                     calls,
                 )
             )
+            await own.aclose()
         with cli_server("--tool-calls", "3") as base_url:
-            client = LlmClient(
-                base_url=base_url,
-                api_key="bench",
-                model="bench",
-                timeout_s=30,
-                max_retries=0,
-                http=http,
-            )
+            own = _client(base_url)
             results.update(
-                await measure(
-                    {
-                        "llm_client_3_tool_calls": lambda: via_client(client),
-                    },
-                    calls,
-                )
+                await measure({"llm_client_3_tool_calls": lambda: via_client(own)}, calls)
             )
-    raw, ours = results["raw_httpx"], results["llm_client"]
+            await own.aclose()
+    raw, ours = results["raw_aiohttp"], results["llm_client"]
     results["overhead_total_p50_ms"] = ours["total_p50_ms"] - raw["total_p50_ms"]
     results["overhead_ttft_p50_ms"] = ours["ttft_p50_ms"] - raw["ttft_p50_ms"]
     results["overhead_cpu_p50_ms"] = ours["cpu_p50_ms"] - raw["cpu_p50_ms"]
@@ -166,7 +179,13 @@ def run(calls: int = CALLS) -> dict[str, Any]:
                 )
             ),
         ]
-        for name in ("raw_httpx", "llm_client", "llm_client_3_tool_calls")
+        for name in (
+            "raw_aiohttp",
+            "raw_httpx",
+            "llm_client",
+            "llm_client_httpx_default",
+            "llm_client_3_tool_calls",
+        )
     ]
     print(
         f"LLM streaming, {calls} calls each, 50-token reply / 3 tool calls "
@@ -176,7 +195,8 @@ def run(calls: int = CALLS) -> dict[str, Any]:
         rows, ["path", "ttft p50 ms", "ttft p95 ms", "total p50 ms", "total p95 ms", "cpu p50 ms"]
     )
     print(
-        f"LlmClient overhead p50: ttft {results['overhead_ttft_p50_ms']:+.3f} ms, "
+        "LlmClient overhead over raw aiohttp, p50: "
+        f"ttft {results['overhead_ttft_p50_ms']:+.3f} ms, "
         f"total {results['overhead_total_p50_ms']:+.3f} ms, "
         f"CPU {results['overhead_cpu_p50_ms']:+.3f} ms per call"
     )

@@ -245,8 +245,8 @@ def mcp_calls(c: dict[str, Any]) -> list[Row]:
 
 def llm_stream(r: dict[str, Any]) -> list[Row]:
     return [
-        _row("LlmClient added TTFT p50 vs raw httpx", r["overhead_ttft_p50_ms"], " ms"),
-        _row("LlmClient added total p50 vs raw httpx", r["overhead_total_p50_ms"], " ms"),
+        _row("LlmClient added TTFT p50 vs raw aiohttp", r["overhead_ttft_p50_ms"], " ms"),
+        _row("LlmClient added total p50 vs raw aiohttp", r["overhead_total_p50_ms"], " ms"),
     ]
 
 

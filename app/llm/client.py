@@ -17,16 +17,16 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from app.llm.aionet import http_transport
 from app.llm.errors import ERROR_SNIPPET_CHARS, LlmError, error_detail, retry_after
 from app.llm.stream import ChunkError, SseDecoder, StreamAssembler, completion_from_json
+from app.llm.transport import NETWORK_ERRORS, model_transport, network_failure
 from app.llm.types import ChatMessage, Completion, TextDelta
 
 if TYPE_CHECKING:
@@ -36,10 +36,8 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _RETRY_STATUSES = frozenset({408, 409, 429})
-_KEEPALIVE = 512
-"""Idle connections kept to the model endpoint (its own pools; tool traffic has another)."""
-_SHARDS = 16
-"""Connection pools the model calls are spread over (see `_ShardedPool`)."""
+
+_NO_TIMEOUT = httpx.Timeout(None)
 
 __all__ = ["LlmClient", "LlmError"]
 
@@ -78,7 +76,6 @@ class LlmClient:
         self._headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
-        self._timeout = httpx.Timeout(timeout_s)
 
     @classmethod
     def from_settings(
@@ -212,7 +209,7 @@ class LlmClient:
             self._url,
             content=_encode(body),
             headers=self._headers,
-            timeout=self._timeout,
+            timeout=_NO_TIMEOUT,  # the attempt's one deadline bounds it (`_Deadline`)
         )
         deadline = _Deadline(self.timeout_s)
         phase = "waiting for the response"
@@ -242,20 +239,8 @@ class LlmClient:
                     yield item
             finally:
                 await response.aclose()
-        except (TimeoutError, httpx.TimeoutException):
-            raise LlmError(
-                "llm_timeout",
-                f"no answer from the model endpoint {self._endpoint} within "
-                f"{self.timeout_s:g}s ({phase})",
-                retryable=True,
-            ) from None
-        except httpx.TransportError as exc:
-            what = "cannot reach" if type(exc) is httpx.ConnectError else "lost the connection to"
-            raise LlmError(
-                "llm_unavailable",
-                f"{what} the model endpoint {self._endpoint} ({type(exc).__name__})",
-                retryable=True,
-            ) from None
+        except NETWORK_ERRORS as exc:
+            raise self._network_error(exc, phase) from None
         finally:
             deadline.disarm()
 
@@ -307,14 +292,30 @@ class LlmClient:
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
-            # Its own pool, sized for bursts: a connection per concurrent call, kept for the
-            # next one (a pool that closes them again reconnects on every call under load).
+            # Its own connections (tool traffic has others): one per concurrent call, kept for
+            # the next one (`app/llm/transport.py`).
             self._http = httpx.AsyncClient(
-                transport=_ShardedPool(_SHARDS, keepalive=_KEEPALIVE // _SHARDS),
+                transport=model_transport(),
                 follow_redirects=False,
                 trust_env=False,
             )
         return self._http
+
+    def _network_error(self, exc: BaseException, phase: str) -> LlmError:
+        kind, name = network_failure(exc)
+        if kind == "timeout":
+            return LlmError(
+                "llm_timeout",
+                f"no answer from the model endpoint {self._endpoint} within "
+                f"{self.timeout_s:g}s ({phase})",
+                retryable=True,
+            )
+        what = "cannot reach" if kind == "connect" else "lost the connection to"
+        return LlmError(
+            "llm_unavailable",
+            f"{what} the model endpoint {self._endpoint} ({name})",
+            retryable=True,
+        )
 
     def _status_error(self, response: httpx.Response) -> LlmError:
         status = response.status_code
@@ -333,65 +334,6 @@ class LlmClient:
         if self._api_key:
             text = text.replace(self._api_key, "***")
         return text
-
-
-class _ShardedPool(httpx.AsyncBaseTransport):
-    """Model calls spread over several small connection pools, the least busy one first; each
-    pool reads through asyncio transports (`app/llm/aionet.py`), not anyio.
-
-    httpcore's pool walks all its connections on every request and every response close,
-    polls each idle socket, and counts the idle ones once per idle connection (quadratic): with
-    a burst's hundreds of connections in one pool that walk cost more CPU than the rest of the
-    model hop. Small pools keep it short; a lone caller always gets the first pool (and its
-    kept connection).
-    """
-
-    def __init__(self, shards: int, *, keepalive: int) -> None:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=keepalive)
-        tls = httpx.create_ssl_context(trust_env=False)  # built once (~0.1 s), shared
-        self._pools = [http_transport(tls=tls, limits=limits) for _ in range(shards)]
-        self._busy = [0] * shards
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        busy = self._busy
-        shard = busy.index(min(busy))
-        busy[shard] += 1
-        try:
-            response = await self._pools[shard].handle_async_request(request)
-        except BaseException:
-            busy[shard] -= 1
-            raise
-        response.stream = _Released(response.stream, lambda: self._release(shard))
-        return response
-
-    def _release(self, shard: int) -> None:
-        self._busy[shard] -= 1
-
-    async def aclose(self) -> None:
-        for pool in self._pools:
-            await pool.aclose()
-
-
-class _Released(httpx.AsyncByteStream):
-    """A response body that tells its pool's counter when it is closed (once)."""
-
-    __slots__ = ("_on_close", "_stream")
-
-    def __init__(
-        self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, on_close: Callable[[], None]
-    ) -> None:
-        assert isinstance(stream, httpx.AsyncByteStream)
-        self._stream = stream
-        self._on_close: Callable[[], None] | None = on_close
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._stream.__aiter__()  # the pool's own iterator: no layer per chunk
-
-    async def aclose(self) -> None:
-        on_close, self._on_close = self._on_close, None
-        if on_close is not None:
-            on_close()
-        await self._stream.aclose()
 
 
 class _Deadline:

@@ -237,30 +237,33 @@ async def test_concurrent_streams_on_one_client_do_not_mix(
     assert answers == [f"echo q{n} end" for n in range(8)]
 
 
-async def test_own_pool_spreads_concurrent_calls_and_frees_them_when_they_end(
+async def test_own_connections_serve_a_burst_and_are_kept_for_the_next(
     scripted_llm: ScriptedLLM,
 ) -> None:
-    """Without an injected client, the calls of a burst go to different small pools (one
-    pool of hundreds of connections costs quadratic CPU); each is counted free again when
-    its stream ends, also when the caller stops reading early."""
-    scripted_llm.script(*[Turn(text="one two three four", token_delay_s=0.01)] * 9)
+    """Without an injected client, a burst of calls gets a connection each, kept for the next
+    burst (no new connection then); a caller that stops reading early gives its connection up
+    (its answer is unfinished): the next burst opens one in its place."""
+    scripted_llm.script(*[Turn(text="one two three four", token_delay_s=0.01)] * 25)
     async with LlmClient(
         base_url=scripted_llm.base_url, api_key=API_KEY, model="m", timeout_s=5, max_retries=0
     ) as client:
-        transport = client._client()._transport
-        busy = transport._busy  # type: ignore[attr-defined]
-        peak: list[int] = []
 
         async def ask() -> None:
             async for _ in client.stream_chat([ChatMessage.user("hi")], tools=None):
-                peak.append(max(busy))
+                pass
 
         await asyncio.gather(*(ask() for _ in range(8)))
-        assert max(peak) == 1  # eight calls at once, eight pools
-        assert sum(busy) == 0
+        first = set(scripted_llm.peers)
+        await asyncio.gather(*(ask() for _ in range(8)))
+        assert len(first) == 8  # eight calls at once, eight connections
+        assert set(scripted_llm.peers) == first  # the second burst on the same ones
         stream = client.stream_chat([ChatMessage.user("hi")], tools=None)
-        first = await anext(stream)
-        assert isinstance(first, TextDelta)
-        assert busy[0] == 1  # alone: the first pool
+        assert isinstance(await anext(stream), TextDelta)
         await stream.aclose()
-        assert sum(busy) == 0
+        early = scripted_llm.peers[-1]
+        await asyncio.gather(*(ask() for _ in range(8)))
+        last = set(scripted_llm.peers[-8:])
+        assert early in first
+        assert early not in last
+        assert len(last) == 8
+        assert len(last - first) == 1

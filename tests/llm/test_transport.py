@@ -1,5 +1,5 @@
-"""The model calls' network layer (`app/llm/aionet.py`): httpcore over asyncio transports, against
-the scripted model served over plain HTTP and over TLS."""
+"""The model calls' network layer (`app/llm/transport.py`): httpx on aiohttp's connections,
+against the scripted model served over plain HTTP and over TLS."""
 
 from __future__ import annotations
 
@@ -10,21 +10,21 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 import uvloop
+from httpx_aiohttp import AiohttpTransport
 
-from app.llm.aionet import http_transport
-from app.llm.client import LlmClient
+from app.llm.client import LlmClient, LlmError
+from app.llm.transport import model_transport, network_failure
 from app.llm.types import ChatMessage, Completion, TextDelta
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 from tests.fixtures.threaded_server import ThreadedServer
 from tests.fixtures.tls import self_signed
 
-LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=4)
 TEXT = "one two three four five six"
 
 
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    return self_signed(tmp_path_factory.mktemp("aionet"))
+    return self_signed(tmp_path_factory.mktemp("model-transport"))
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ async def client(
     """An httpx client on the backend, trusting the test certificate (closed before the TLS
     server stops)."""
     tls = ssl.create_default_context(cafile=cert[0])
-    async with httpx.AsyncClient(transport=http_transport(tls=tls, limits=LIMITS)) as http:
+    async with httpx.AsyncClient(transport=model_transport(tls=tls)) as http:
         yield http
 
 
@@ -79,14 +79,16 @@ async def test_a_certificate_the_client_does_not_trust_fails_the_connect(
 ) -> None:
     _, url = tls_llm
     tls = ssl.create_default_context()  # the system's CAs only
-    async with httpx.AsyncClient(transport=http_transport(tls=tls, limits=LIMITS)) as http:
-        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+    async with httpx.AsyncClient(transport=model_transport(tls=tls)) as http:
+        with pytest.raises(httpx.TransportError, match="CERTIFICATE_VERIFY_FAILED") as raised:
             await http.get(f"{url}/models")
+    assert network_failure(raised.value)[0] == "connect"
 
 
 async def test_a_closed_port_is_a_connect_error(client: httpx.AsyncClient) -> None:
-    with pytest.raises(httpx.ConnectError):
+    with pytest.raises(httpx.TransportError) as raised:
         await client.get("http://127.0.0.1:9/v1/models")
+    assert network_failure(raised.value)[0] == "connect"
 
 
 async def test_a_read_that_waits_past_its_timeout_raises_read_timeout(
@@ -96,9 +98,10 @@ async def test_a_read_that_waits_past_its_timeout_raises_read_timeout(
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     url = f"{scripted_llm.base_url}/chat/completions"
     async with client.stream("POST", url, json=body, timeout=httpx.Timeout(5, read=0.2)) as r:
-        with pytest.raises(httpx.ReadTimeout):
+        with pytest.raises(httpx.ReadTimeout) as raised:
             async for _ in r.aiter_bytes():
                 pass
+    assert network_failure(raised.value)[0] == "timeout"
 
 
 async def test_a_connection_cut_mid_stream_is_an_error_and_the_next_call_reconnects(
@@ -108,15 +111,48 @@ async def test_a_connection_cut_mid_stream_is_an_error_and_the_next_call_reconne
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     url = f"{scripted_llm.base_url}/chat/completions"
     async with client.stream("POST", url, json=body) as r:
-        with pytest.raises(httpx.RemoteProtocolError):
+        with pytest.raises(httpx.TransportError) as raised:
             await r.aread()
+    assert network_failure(raised.value)[0] == "lost"
     assert (await chat(client, scripted_llm.base_url))[0] == TEXT
+
+
+async def test_a_server_that_hangs_up_before_answering_lost_the_connection() -> None:
+    """httpx-aiohttp raises `httpx.ConnectTimeout` for it; the model client must not call it a
+    timeout (it is retried as `llm_unavailable`, with the aiohttp error's name)."""
+
+    async def hang_up(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient(transport=model_transport()) as http:
+            with pytest.raises(httpx.TransportError) as raised:
+                await http.get(f"http://127.0.0.1:{port}/v1/models")
+            llm = LlmClient(
+                base_url=f"http://127.0.0.1:{port}/v1",
+                api_key="k",
+                model="m",
+                timeout_s=5,
+                max_retries=0,
+                http=http,
+            )
+            with pytest.raises(LlmError) as failed:
+                await llm.complete([ChatMessage.user("hi")], tools=None)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert network_failure(raised.value)[0] == "lost"  # disconnected or reset, as it happens
+    assert failed.value.code == "llm_unavailable"
+    assert failed.value.retryable
+    assert "lost the connection" in failed.value.message
 
 
 async def test_a_kept_connection_the_server_closed_is_not_reused() -> None:
     server = ScriptedLLM(default_turn=Turn(text=TEXT))
     tls = ssl.create_default_context()
-    async with httpx.AsyncClient(transport=http_transport(tls=tls, limits=LIMITS)) as http:
+    async with httpx.AsyncClient(transport=model_transport(tls=tls)) as http:
         await asyncio.to_thread(server.start)
         port = server.port
         try:
@@ -157,19 +193,15 @@ def test_streams_over_tls_on_uvloop(
 
     async def twice() -> list[str]:
         tls = ssl.create_default_context(cafile=cert[0])
-        async with httpx.AsyncClient(transport=http_transport(tls=tls, limits=LIMITS)) as http:
+        async with httpx.AsyncClient(transport=model_transport(tls=tls)) as http:
             return [(await chat(http, url))[0] for _ in range(2)]
 
     assert uvloop.run(twice()) == [TEXT, TEXT]
 
 
-def test_the_model_client_reads_through_the_asyncio_backend() -> None:
-    """The pools `LlmClient` builds for itself are this backend's (not httpx's default)."""
-    from app.llm.aionet import AsyncioBackend
-
+def test_the_model_client_reads_through_aiohttp() -> None:
+    """The client `LlmClient` builds for itself is on this transport (not httpx's default)."""
     llm = LlmClient(
         base_url="http://127.0.0.1:9/v1", api_key=None, model="m", timeout_s=1, max_retries=0
     )
-    pools = llm._client()._transport._pools  # type: ignore[attr-defined]
-    assert len(pools) > 1
-    assert all(isinstance(p._pool._network_backend, AsyncioBackend) for p in pools)
+    assert isinstance(llm._client()._transport, AiohttpTransport)
