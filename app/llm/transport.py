@@ -1,11 +1,11 @@
 """The model calls' network layer: httpx's API on aiohttp's connections (`httpx-aiohttp`).
 
 A model streams one chunk per token. Read through httpcore and h11 (pure Python), every chunk
-walked an HTTP state machine in Python; that was the largest part of a chat run's CPU
-(docs/benchmarks.md, "Side by side VI"). aiohttp parses HTTP/1.1 in C (llhttp) and hands the
-body to a buffer a read takes from; its connector keeps idle connections per host in O(1) (no
-pool walk per request, so no shards). httpx stays the API the client is written against
-(`Request`, `Response`, its errors, content decoding).
+walked an HTTP state machine in Python: about a quarter of the gateway's busy time in a burst of
+chats (docs/benchmarks.md, "Side by side IV" and "VI"). aiohttp parses HTTP/1.1 in C (llhttp)
+and hands the body to a buffer a read takes from; its connector keeps idle connections per host
+in O(1) (no pool walk per request, so no shards). httpx stays the API the client is written
+against (`Request`, `Response`, its errors, content decoding).
 
 What the client relies on here:
 - no timeout of aiohttp's own: the client's one deadline per attempt bounds the call

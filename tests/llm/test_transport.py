@@ -41,8 +41,8 @@ def tls_llm(cert: tuple[str, str]) -> Iterator[tuple[ScriptedLLM, str]]:
 async def client(
     cert: tuple[str, str], tls_llm: tuple[ScriptedLLM, str]
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client on the backend, trusting the test certificate (closed before the TLS
-    server stops)."""
+    """An httpx client on the model transport, trusting the test certificate (closed before the
+    TLS server stops)."""
     tls = ssl.create_default_context(cafile=cert[0])
     async with httpx.AsyncClient(transport=model_transport(tls=tls)) as http:
         yield http
