@@ -4,9 +4,8 @@ Measures time-to-first-token (first text delta), total time and this process's C
 p50/p95 over N calls, the paths interleaved call by call:
 - `raw_aiohttp`: aiohttp reading the SSE lines itself (the floor of the client's transport);
 - `raw_httpx`: httpx with its default transport (httpcore, h11) reading them itself;
-- `llm_client`: `LlmClient` on its own transport (`app/llm/transport.py`: httpx on aiohttp);
-- `llm_client_httpx_default`: `LlmClient` given an httpx client on httpx's default transport;
-- `llm_client_3_tool_calls`: its own transport, a reply of three tool calls.
+- `llm_client`: `LlmClient` on its own session (`app/llm/transport.py`: aiohttp's client);
+- `llm_client_3_tool_calls`: the same, a reply of three tool calls.
 Run: `.venv/bin/python -m bench.llm_stream`.
 """
 
@@ -125,10 +124,8 @@ def cli_server(*args: str) -> Iterator[str]:
             proc.communicate(timeout=10)
 
 
-def _client(base_url: str, http: httpx.AsyncClient | None = None) -> LlmClient:
-    return LlmClient(
-        base_url=base_url, api_key="bench", model="bench", timeout_s=30, max_retries=0, http=http
-    )
+def _client(base_url: str) -> LlmClient:
+    return LlmClient(base_url=base_url, api_key="bench", model="bench", timeout_s=30, max_retries=0)
 
 
 async def _run(calls: int) -> dict[str, Any]:
@@ -136,14 +133,13 @@ async def _run(calls: int) -> dict[str, Any]:
     async with httpx.AsyncClient() as http, aiohttp.ClientSession() as session:
         with cli_server("--reply", TEXT) as base_url:
             url = f"{base_url}/chat/completions"
-            own, on_httpx = _client(base_url), _client(base_url, http)
+            own = _client(base_url)
             results.update(
                 await measure(
                     {
                         "raw_aiohttp": lambda: via_aiohttp(session, url),
                         "raw_httpx": lambda: via_raw(http, url),
                         "llm_client": lambda: via_client(own),
-                        "llm_client_httpx_default": lambda: via_client(on_httpx),
                     },
                     calls,
                 )
@@ -183,7 +179,6 @@ def run(calls: int = CALLS) -> dict[str, Any]:
             "raw_aiohttp",
             "raw_httpx",
             "llm_client",
-            "llm_client_httpx_default",
             "llm_client_3_tool_calls",
         )
     ]

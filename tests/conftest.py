@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
 from cryptography.fernet import Fernet
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.engine import create_engine
 from app.db.migrate import upgrade
+from app.llm.transport import model_session
 from app.main import create_app
 from app.security.crypto import configure_keys
 from tests.fixtures.database import migrated_postgres
@@ -69,6 +71,13 @@ def release_finished_apps() -> Iterator[None]:
         cache = getattr(fastapi_dependency_models, name, None)
         if cache is not None:
             cache.cache_clear()
+
+
+@pytest.fixture(scope="session")
+async def llm_session() -> AsyncIterator[aiohttp.ClientSession]:
+    """One model session the tests' `LlmClient`s share, as the app's runs share theirs."""
+    async with model_session() as session:
+        yield session
 
 
 @pytest.fixture(scope="session")

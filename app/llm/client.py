@@ -1,4 +1,4 @@
-"""OpenAI-compatible Chat Completions over httpx: streamed, native tool calls (docs/contract.md §5).
+"""OpenAI-compatible Chat Completions on aiohttp: streamed, native tool calls (docs/contract.md §5).
 
 Contract the ReAct loop relies on:
 - `stream_chat()` yields `TextDelta` items as text arrives, then exactly one `Completion`
@@ -14,6 +14,7 @@ Contract the ReAct loop relies on:
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import logging
 import random
@@ -21,12 +22,13 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 
 from app.llm.errors import ERROR_SNIPPET_CHARS, LlmError, error_detail, retry_after
 from app.llm.stream import ChunkError, SseDecoder, StreamAssembler, completion_from_json
-from app.llm.transport import NETWORK_ERRORS, model_transport, network_failure
+from app.llm.transport import NETWORK_ERRORS, model_session, network_failure, request_body
 from app.llm.types import ChatMessage, Completion, TextDelta
 
 if TYPE_CHECKING:
@@ -36,8 +38,6 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _RETRY_STATUSES = frozenset({408, 409, 429})
-
-_NO_TIMEOUT = httpx.Timeout(None)
 
 __all__ = ["LlmClient", "LlmError"]
 
@@ -53,7 +53,7 @@ class LlmClient:
         model: str,
         timeout_s: float,
         max_retries: int,
-        http: httpx.AsyncClient | None = None,
+        session: aiohttp.ClientSession | None = None,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 8.0,
         retry_after_max_s: float = 20.0,
@@ -67,12 +67,12 @@ class LlmClient:
         self.retry_after_max_s = retry_after_max_s
         """A Retry-After longer than this is not waited for: the error is raised at once."""
         self._api_key = api_key or None
-        self._owns_http = http is None
-        self._http = http
-        """Created on first use when not given: building an httpx client costs ~0.1 s (TLS)."""
+        self._owns_session = session is None
+        self._session = session
+        """Created on first use when not given (inside the running loop, as aiohttp asks)."""
         self._url = f"{self.base_url}/chat/completions"
         self._endpoint = _describe(self._url)
-        # Built once: every call sends the same headers and timeout.
+        # Built once: every call sends the same headers.
         self._headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
@@ -81,7 +81,7 @@ class LlmClient:
     def from_settings(
         cls,
         settings: Settings,
-        http: httpx.AsyncClient | None = None,
+        session: aiohttp.ClientSession | None = None,
         model_override: str | None = None,
     ) -> LlmClient:
         """Build from `QUIVER_LLM_*`; `model_override` is an agent's own model name."""
@@ -94,14 +94,14 @@ class LlmClient:
             model=model_override or settings.llm_model,
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
-            http=http,
+            session=session,
         )
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this instance created it."""
-        if self._owns_http and self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        """Close the HTTP session if this instance created it."""
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def __aenter__(self) -> LlmClient:
         return self
@@ -203,24 +203,23 @@ class LlmClient:
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
     async def _attempt(self, body: dict[str, Any]) -> AsyncGenerator[TextDelta | Completion, None]:
-        http = self._client()
-        request = http.build_request(
-            "POST",
-            self._url,
-            content=_encode(body),
-            headers=self._headers,
-            timeout=_NO_TIMEOUT,  # the attempt's one deadline bounds it (`_Deadline`)
-        )
+        session = self._client()
         deadline = _Deadline(self.timeout_s)
         phase = "waiting for the response"
         try:
-            response = await deadline.io(http.send(request, stream=True))
+            response = await deadline.io(
+                session.post(
+                    self._url,
+                    data=request_body(_encode(body)),
+                    headers=self._headers,
+                    allow_redirects=False,
+                )
+            )
             try:
                 phase = "reading the response"
-                if response.status_code >= 400:
-                    await deadline.io(response.aread())
-                    raise self._status_error(response)
-                content_type = response.headers.get("content-type", "")
+                if response.status >= 400:
+                    raise self._status_error(response, await deadline.io(response.read()))
+                content_type = response.headers.get("Content-Type", "")
                 if content_type.startswith("text/html"):
                     raise LlmError(
                         "llm_bad_response",
@@ -228,8 +227,8 @@ class LlmClient:
                         "not a chat completion (check QUIVER_LLM_BASE_URL)",
                     )
                 if content_type.startswith("application/json"):
-                    await deadline.io(response.aread())
-                    completion = self._parse(lambda: completion_from_json(response.json()))
+                    raw = await deadline.io(response.read())
+                    completion = self._parse(lambda: completion_from_json(json.loads(raw)))
                     if completion.message.content:
                         yield TextDelta(completion.message.content)
                     yield completion
@@ -238,27 +237,30 @@ class LlmClient:
                 async for item in self._read_sse(response, deadline):
                     yield item
             finally:
-                await response.aclose()
+                # A body read to its end gives its connection back; an unfinished one closes it.
+                response.release()
         except NETWORK_ERRORS as exc:
             raise self._network_error(exc, phase) from None
         finally:
             deadline.disarm()
 
     async def _read_sse(
-        self, response: httpx.Response, deadline: _Deadline
+        self, response: aiohttp.ClientResponse, deadline: _Deadline
     ) -> AsyncGenerator[TextDelta | Completion, None]:
         assembler = StreamAssembler()
         decoder = SseDecoder()
-        chunks = response.aiter_text()
+        decode = _text_decoder(response.charset)
+        read = response.content.readany
         done = ended = False
         while not ended:
-            try:
-                # The call's one deadline interrupts this read (never a yield: see `_Deadline`).
-                events = decoder.feed(await deadline.io(anext(chunks)))
-            except StopAsyncIteration:
-                events, ended = decoder.flush(), True
-            # After [DONE] keep reading to the end of the body: an unfinished body makes
-            # httpx drop the connection instead of returning it to the pool.
+            # The call's one deadline interrupts this read (never a yield: see `_Deadline`).
+            chunk = await deadline.io(read())
+            if chunk:
+                events = decoder.feed(decode(chunk, False))
+            else:  # the end of the body
+                events, ended = decoder.feed(decode(b"", True)) + decoder.flush(), True
+            # After [DONE] keep reading to the end of the body: an unfinished body closes the
+            # connection instead of returning it for the next call.
             for data in [] if done else events:
                 if data.strip() == "[DONE]":
                     done = True
@@ -290,16 +292,12 @@ class LlmClient:
         except ValueError as exc:  # the body was not JSON at all
             raise LlmError("llm_bad_response", f"undecodable response: {exc}") from None
 
-    def _client(self) -> httpx.AsyncClient:
-        if self._http is None:
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
             # Its own connections (tool traffic has others): one per concurrent call, kept for
             # the next one (`app/llm/transport.py`).
-            self._http = httpx.AsyncClient(
-                transport=model_transport(),
-                follow_redirects=False,
-                trust_env=False,
-            )
-        return self._http
+            self._session = model_session()
+        return self._session
 
     def _network_error(self, exc: BaseException, phase: str) -> LlmError:
         kind, name = network_failure(exc)
@@ -317,9 +315,9 @@ class LlmClient:
             retryable=True,
         )
 
-    def _status_error(self, response: httpx.Response) -> LlmError:
-        status = response.status_code
-        detail = self.redact(error_detail(response))[:ERROR_SNIPPET_CHARS]
+    def _status_error(self, response: aiohttp.ClientResponse, body: bytes) -> LlmError:
+        status = response.status
+        detail = self.redact(error_detail(body))[:ERROR_SNIPPET_CHARS]
         retryable = status in _RETRY_STATUSES or status >= 500
         return LlmError(
             f"llm_http_{status}",
@@ -390,7 +388,17 @@ def _as_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": tool}
 
 
+def _text_decoder(charset: str | None) -> Callable[[bytes, bool], str]:
+    """An incremental decoder of the stream's charset (UTF-8, as SSE says, when none or unknown):
+    a character split between two reads is decoded once both arrived."""
+    try:
+        factory = codecs.getincrementaldecoder(charset or "utf-8")
+    except LookupError:
+        factory = codecs.getincrementaldecoder("utf-8")
+    return factory(errors="replace").decode
+
+
 def _describe(url: str) -> str:
-    parsed = httpx.URL(url)
+    parsed = urlsplit(url)
     port = f":{parsed.port}" if parsed.port else ""
-    return f"{parsed.host}{port}"
+    return f"{parsed.hostname}{port}"

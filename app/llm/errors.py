@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-
-import httpx
 
 ERROR_SNIPPET_CHARS = 300
 
@@ -36,12 +35,12 @@ class LlmError(Exception):
         return f"{self.code}: {self.message}"
 
 
-def error_detail(response: httpx.Response) -> str:
-    """The provider's error message from a (read) error response, untruncated."""
+def error_detail(raw: bytes) -> str:
+    """The provider's error message from an error response's body, untruncated."""
     try:
-        body = response.json()
+        body = json.loads(raw)
     except ValueError:
-        return response.text.strip()
+        return raw.decode("utf-8", "replace").strip()
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and error.get("message"):
         return str(error["message"])
@@ -50,8 +49,9 @@ def error_detail(response: httpx.Response) -> str:
     return json.dumps(body)
 
 
-def retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds from `retry-after-ms` or `Retry-After` (delta-seconds or an HTTP date)."""
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from `retry-after-ms` or `Retry-After` (delta-seconds or an HTTP date); `headers`
+    looks names up regardless of case (aiohttp's and httpx's headers do)."""
     if (ms := headers.get("retry-after-ms")) is not None:
         try:
             return max(0.0, float(ms) / 1000)

@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import replace
 from typing import Any
 
-import httpx
+import aiohttp
 
 from app.agents.models import Agent
 from app.chat.loop import ReactRun, RunDeps, RunInput, RunResult
@@ -38,9 +38,16 @@ class BrokenLlm(LlmClient):
         yield  # pragma: no cover - makes this an async generator
 
 
-def llm(server: ScriptedLLM, http: httpx.AsyncClient, cls: type[LlmClient] = LlmClient) -> Any:
+def llm(
+    server: ScriptedLLM, session: aiohttp.ClientSession, cls: type[LlmClient] = LlmClient
+) -> Any:
     return cls(
-        base_url=server.base_url, api_key="k", model="m", timeout_s=5, max_retries=0, http=http
+        base_url=server.base_url,
+        api_key="k",
+        model="m",
+        timeout_s=5,
+        max_retries=0,
+        session=session,
     )
 
 
@@ -53,12 +60,12 @@ async def run_all(
 
 
 async def test_the_result_comes_last_with_the_new_messages(
-    scripted_llm: ScriptedLLM, pipeline_http: httpx.AsyncClient, backends: Backends
+    scripted_llm: ScriptedLLM, llm_session: aiohttp.ClientSession, backends: Backends
 ) -> None:
     scripted_llm.script(Turn(tool_calls=[("c1", "connector", SEARCH)]), Turn(text="two issues"))
     agent = full_agent()
     items = await run_all(
-        llm(scripted_llm, pipeline_http), backends, agent, run_config(None, make_settings())
+        llm(scripted_llm, llm_session), backends, agent, run_config(None, make_settings())
     )
     result = items[-1]
     assert isinstance(result, RunResult)
@@ -70,20 +77,20 @@ async def test_the_result_comes_last_with_the_new_messages(
 
 
 async def test_the_config_passed_in_governs_the_run(
-    scripted_llm: ScriptedLLM, pipeline_http: httpx.AsyncClient, backends: Backends
+    scripted_llm: ScriptedLLM, llm_session: aiohttp.ClientSession, backends: Backends
 ) -> None:
     scripted_llm.script(Turn(tool_calls=[("c1", "connector", SEARCH)]), Turn(text="two issues"))
     agent = full_agent()  # stored config: the default iteration limit
     config = replace(run_config(agent.model_config_json, make_settings()), max_iterations=1)
-    items = await run_all(llm(scripted_llm, pipeline_http), backends, agent, config)
+    items = await run_all(llm(scripted_llm, llm_session), backends, agent, config)
     assert (items[-1].status, items[-1].iterations) == ("max_iterations", 1)
 
 
 async def test_an_unexpected_error_still_ends_with_a_result(
-    scripted_llm: ScriptedLLM, pipeline_http: httpx.AsyncClient, backends: Backends
+    scripted_llm: ScriptedLLM, llm_session: aiohttp.ClientSession, backends: Backends
 ) -> None:
     items = await run_all(
-        llm(scripted_llm, pipeline_http, BrokenLlm),
+        llm(scripted_llm, llm_session, BrokenLlm),
         backends,
         full_agent(),
         run_config(None, make_settings()),

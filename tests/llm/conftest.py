@@ -1,7 +1,7 @@
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
 
 from app.llm.client import LlmClient
@@ -19,16 +19,9 @@ API_KEY = "sk-test-SECRET-4f9a2b7c"
 ClientFactory = Callable[..., LlmClient]
 
 
-@pytest.fixture(scope="session")
-async def llm_http() -> AsyncIterator[httpx.AsyncClient]:
-    """One shared httpx client: creating one per test costs ~0.1 s of TLS setup."""
-    async with httpx.AsyncClient() as http:
-        yield http
-
-
 @pytest.fixture
-def make_client(llm_http: httpx.AsyncClient) -> ClientFactory:
-    """Build LlmClients on the shared http client, with fast backoff by default."""
+def make_client(llm_session: aiohttp.ClientSession) -> ClientFactory:
+    """Build LlmClients on the shared session, with fast backoff by default."""
 
     def factory(server: ScriptedLLM | None = None, **overrides: Any) -> LlmClient:
         options: dict[str, Any] = {
@@ -39,7 +32,7 @@ def make_client(llm_http: httpx.AsyncClient) -> ClientFactory:
             "max_retries": 2,
             "backoff_base_s": 0.01,
             "backoff_max_s": 0.05,
-            "http": llm_http,
+            "session": llm_session,
         }
         options.update(overrides)
         return LlmClient(**options)

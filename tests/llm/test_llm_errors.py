@@ -4,8 +4,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
-import httpx
 import pytest
+from multidict import CIMultiDict
 
 from app.llm.client import LlmClient, LlmError
 from app.llm.errors import retry_after
@@ -186,12 +186,12 @@ async def test_api_key_never_appears_in_retry_logs_or_unavailable_errors(
 
 def test_retry_after_accepts_seconds_milliseconds_and_http_dates() -> None:
 
-    assert retry_after(httpx.Headers({"Retry-After": "1.5"})) == 1.5
-    assert retry_after(httpx.Headers({"retry-after-ms": "250", "Retry-After": "9"})) == 0.25
+    assert retry_after(CIMultiDict({"Retry-After": "1.5"})) == 1.5
+    assert retry_after(CIMultiDict({"retry-after-ms": "250", "Retry-After": "9"})) == 0.25
     future = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
-    assert 25 < (retry_after(httpx.Headers({"Retry-After": future})) or 0) <= 30
-    assert retry_after(httpx.Headers({"Retry-After": "soon"})) is None
-    assert retry_after(httpx.Headers()) is None
+    assert 25 < (retry_after(CIMultiDict({"Retry-After": future})) or 0) <= 30
+    assert retry_after(CIMultiDict({"Retry-After": "soon"})) is None
+    assert retry_after(CIMultiDict()) is None
 
 
 async def test_a_caller_holding_a_delta_past_the_deadline_gets_a_timeout_next(

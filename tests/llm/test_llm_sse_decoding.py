@@ -44,6 +44,23 @@ async def test_comments_crlf_and_split_network_reads_are_decoded(
     assert completion.finish_reason == "stop"
 
 
+async def test_a_character_split_between_two_reads_is_decoded_whole(
+    scripted_llm: ScriptedLLM, make_client: ClientFactory
+) -> None:
+    """UTF-8 is decoded across reads: "é" is two bytes, here sent 50 ms apart."""
+    raw = json.dumps(json.loads(chunk({"content": "Olé, ça va"})), ensure_ascii=False)
+    event = f"data: {raw}\n\n".encode()
+    cut = event.index("é".encode()) + 1
+    scripted_llm.script(
+        Turn(
+            raw_body=[event[:cut], event[cut:], f"data: {chunk({}, 'stop')}\n\ndata: [DONE]\n\n"],
+            raw_piece_delay_s=0.05,
+        )
+    )
+    completion = await make_client(scripted_llm).complete(HELLO, tools=None)
+    assert completion.text == "Olé, ça va"
+
+
 async def test_multi_line_data_is_joined_into_one_event(
     scripted_llm: ScriptedLLM, make_client: ClientFactory
 ) -> None:

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,13 @@ import pytest
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+async def llm_http() -> AsyncIterator[httpx.AsyncClient]:
+    """A plain HTTP client for raw requests to the scripted server (not the model client)."""
+    async with httpx.AsyncClient() as http:
+        yield http
 
 
 async def raw_stream(http: httpx.AsyncClient, server: ScriptedLLM, **body: Any) -> list[str]:

@@ -1,5 +1,5 @@
-"""The model calls' network layer (`app/llm/transport.py`): httpx on aiohttp's connections,
-against the scripted model served over plain HTTP and over TLS."""
+"""The model calls' network layer (`app/llm/transport.py`): aiohttp's client, against the
+scripted model served over plain HTTP and over TLS."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import asyncio
 import ssl
 from collections.abc import AsyncIterator, Iterator
 
-import httpx
+import aiohttp
 import pytest
 import uvloop
-from httpx_aiohttp import AiohttpTransport
 
 from app.llm.client import LlmClient, LlmError
-from app.llm.transport import model_transport, network_failure
+from app.llm.transport import NETWORK_ERRORS, model_session, network_failure
 from app.llm.types import ChatMessage, Completion, TextDelta
 from tests.fixtures.scripted_llm import ScriptedLLM, Turn
 from tests.fixtures.threaded_server import ThreadedServer
@@ -40,17 +39,16 @@ def tls_llm(cert: tuple[str, str]) -> Iterator[tuple[ScriptedLLM, str]]:
 @pytest.fixture
 async def client(
     cert: tuple[str, str], tls_llm: tuple[ScriptedLLM, str]
-) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client on the model transport, trusting the test certificate (closed before the
-    TLS server stops)."""
+) -> AsyncIterator[aiohttp.ClientSession]:
+    """A model session trusting the test certificate (closed before the TLS server stops)."""
     tls = ssl.create_default_context(cafile=cert[0])
-    async with httpx.AsyncClient(transport=model_transport(tls=tls)) as http:
-        yield http
+    async with model_session(tls=tls) as session:
+        yield session
 
 
-async def chat(http: httpx.AsyncClient, base_url: str) -> tuple[str, Completion]:
+async def chat(session: aiohttp.ClientSession, base_url: str) -> tuple[str, Completion]:
     llm = LlmClient(
-        base_url=base_url, api_key="k", model="m", timeout_s=5, max_retries=0, http=http
+        base_url=base_url, api_key="k", model="m", timeout_s=5, max_retries=0, session=session
     )
     text, completion = "", None
     async for item in llm.stream_chat([ChatMessage.user("hi")], tools=None):
@@ -63,7 +61,7 @@ async def chat(http: httpx.AsyncClient, base_url: str) -> tuple[str, Completion]
 
 
 async def test_streams_over_plain_http_and_tls_reusing_the_connection(
-    client: httpx.AsyncClient, scripted_llm: ScriptedLLM, tls_llm: tuple[ScriptedLLM, str]
+    client: aiohttp.ClientSession, scripted_llm: ScriptedLLM, tls_llm: tuple[ScriptedLLM, str]
 ) -> None:
     secure, secure_url = tls_llm
     for server, url in ((scripted_llm, scripted_llm.base_url), (secure, secure_url)):
@@ -79,47 +77,46 @@ async def test_a_certificate_the_client_does_not_trust_fails_the_connect(
 ) -> None:
     _, url = tls_llm
     tls = ssl.create_default_context()  # the system's CAs only
-    async with httpx.AsyncClient(transport=model_transport(tls=tls)) as http:
-        with pytest.raises(httpx.TransportError, match="CERTIFICATE_VERIFY_FAILED") as raised:
-            await http.get(f"{url}/models")
+    async with model_session(tls=tls) as session:
+        with pytest.raises(NETWORK_ERRORS, match="CERTIFICATE_VERIFY_FAILED") as raised:
+            await session.get(f"{url}/models")
     assert network_failure(raised.value)[0] == "connect"
 
 
-async def test_a_closed_port_is_a_connect_error(client: httpx.AsyncClient) -> None:
-    with pytest.raises(httpx.TransportError) as raised:
+async def test_a_closed_port_is_a_connect_error(client: aiohttp.ClientSession) -> None:
+    with pytest.raises(NETWORK_ERRORS) as raised:
         await client.get("http://127.0.0.1:9/v1/models")
     assert network_failure(raised.value)[0] == "connect"
 
 
 async def test_a_read_that_waits_past_its_timeout_raises_read_timeout(
-    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+    client: aiohttp.ClientSession, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.script(Turn(text=TEXT, stall_after_chunks=2, stall_s=2.0))
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     url = f"{scripted_llm.base_url}/chat/completions"
-    async with client.stream("POST", url, json=body, timeout=httpx.Timeout(5, read=0.2)) as r:
-        with pytest.raises(httpx.ReadTimeout) as raised:
-            async for _ in r.aiter_bytes():
-                pass
+    timeout = aiohttp.ClientTimeout(sock_read=0.2)
+    async with client.post(url, json=body, timeout=timeout) as r:
+        with pytest.raises(NETWORK_ERRORS) as raised:
+            await r.read()
     assert network_failure(raised.value)[0] == "timeout"
 
 
 async def test_a_connection_cut_mid_stream_is_an_error_and_the_next_call_reconnects(
-    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+    client: aiohttp.ClientSession, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.script(Turn(text=TEXT, drop_after_chunks=3), Turn(text=TEXT))
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     url = f"{scripted_llm.base_url}/chat/completions"
-    async with client.stream("POST", url, json=body) as r:
-        with pytest.raises(httpx.TransportError) as raised:
-            await r.aread()
+    async with client.post(url, json=body) as r:
+        with pytest.raises(NETWORK_ERRORS) as raised:
+            await r.read()
     assert network_failure(raised.value)[0] == "lost"
     assert (await chat(client, scripted_llm.base_url))[0] == TEXT
 
 
 async def test_a_server_that_hangs_up_before_answering_lost_the_connection() -> None:
-    """httpx-aiohttp raises `httpx.ConnectTimeout` for it; the model client must not call it a
-    timeout (it is retried as `llm_unavailable`, with the aiohttp error's name)."""
+    """Not a timeout: it is retried as `llm_unavailable`, with the aiohttp error's name."""
 
     async def hang_up(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.close()
@@ -127,16 +124,16 @@ async def test_a_server_that_hangs_up_before_answering_lost_the_connection() -> 
     server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        async with httpx.AsyncClient(transport=model_transport()) as http:
-            with pytest.raises(httpx.TransportError) as raised:
-                await http.get(f"http://127.0.0.1:{port}/v1/models")
+        async with model_session() as session:
+            with pytest.raises(NETWORK_ERRORS) as raised:
+                await session.get(f"http://127.0.0.1:{port}/v1/models")
             llm = LlmClient(
                 base_url=f"http://127.0.0.1:{port}/v1",
                 api_key="k",
                 model="m",
                 timeout_s=5,
                 max_retries=0,
-                http=http,
+                session=session,
             )
             with pytest.raises(LlmError) as failed:
                 await llm.complete([ChatMessage.user("hi")], tools=None)
@@ -152,32 +149,32 @@ async def test_a_server_that_hangs_up_before_answering_lost_the_connection() -> 
 async def test_a_kept_connection_the_server_closed_is_not_reused() -> None:
     server = ScriptedLLM(default_turn=Turn(text=TEXT))
     tls = ssl.create_default_context()
-    async with httpx.AsyncClient(transport=model_transport(tls=tls)) as http:
+    async with model_session(tls=tls) as session:
         await asyncio.to_thread(server.start)
         port = server.port
         try:
-            assert (await chat(http, server.base_url))[0] == TEXT
+            assert (await chat(session, server.base_url))[0] == TEXT
         finally:
             await asyncio.to_thread(server.stop)  # closes the kept connection
         restarted = ScriptedLLM(default_turn=Turn(text="again"), port=port)
         await asyncio.to_thread(restarted.start)
         try:
-            assert (await chat(http, restarted.base_url))[0] == "again"
+            assert (await chat(session, restarted.base_url))[0] == "again"
         finally:
             await asyncio.to_thread(restarted.stop)
 
 
 async def test_bodies_larger_than_the_socket_buffers_go_both_ways(
-    client: httpx.AsyncClient, scripted_llm: ScriptedLLM, tls_llm: tuple[ScriptedLLM, str]
+    client: aiohttp.ClientSession, scripted_llm: ScriptedLLM, tls_llm: tuple[ScriptedLLM, str]
 ) -> None:
-    """Reads pause the socket above 256 KiB buffered and resume as they take it; writes wait
-    for the socket to drain."""
+    """Reads pause the socket while their buffer is full and resume as they take it; a body
+    over `LARGE_BODY_BYTES` is written in pieces."""
     big = "x" * 3_000_000
     secure, secure_url = tls_llm
     for server, url in ((scripted_llm, scripted_llm.base_url), (secure, secure_url)):
         server.script(Turn(text=big, ignore_stream=True))
         llm = LlmClient(
-            base_url=url, api_key="k", model="m", timeout_s=20, max_retries=0, http=client
+            base_url=url, api_key="k", model="m", timeout_s=20, max_retries=0, session=client
         )
         completion = await llm.complete([ChatMessage.user(big)], tools=None)
         assert completion.text == big
@@ -193,15 +190,23 @@ def test_streams_over_tls_on_uvloop(
 
     async def twice() -> list[str]:
         tls = ssl.create_default_context(cafile=cert[0])
-        async with httpx.AsyncClient(transport=model_transport(tls=tls)) as http:
-            return [(await chat(http, url))[0] for _ in range(2)]
+        async with model_session(tls=tls) as session:
+            return [(await chat(session, url))[0] for _ in range(2)]
 
     assert uvloop.run(twice()) == [TEXT, TEXT]
 
 
-def test_the_model_client_reads_through_aiohttp() -> None:
-    """The client `LlmClient` builds for itself is on this transport (not httpx's default)."""
+async def test_the_model_client_opens_and_closes_a_session_of_its_own(
+    scripted_llm: ScriptedLLM,
+) -> None:
+    """Without a session given, the client makes one on its first call and closes it."""
+    scripted_llm.script(Turn(text=TEXT))
     llm = LlmClient(
-        base_url="http://127.0.0.1:9/v1", api_key=None, model="m", timeout_s=1, max_retries=0
+        base_url=scripted_llm.base_url, api_key=None, model="m", timeout_s=5, max_retries=0
     )
-    assert isinstance(llm._client()._transport, AiohttpTransport)
+    async with llm:
+        assert (await llm.complete([ChatMessage.user("hi")], tools=None)).text == TEXT
+        session = llm._client()
+        assert isinstance(session, aiohttp.ClientSession)
+        assert not session.closed
+    assert session.closed
