@@ -36,7 +36,8 @@ them (aiohttp warns about writing it as one piece)."""
 
 @functools.cache
 def default_tls() -> ssl.SSLContext:
-    """The trust store of every outbound call (httpx's: certifi's CAs), built once (~0.1 s)."""
+    """The model client's trust store: httpx's default (certifi's CAs), as the app's other
+    outbound clients use; built once per process (~0.1 s), not once per session."""
     return httpx.create_ssl_context(trust_env=False)
 
 
